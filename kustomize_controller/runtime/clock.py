@@ -1,0 +1,89 @@
+"""The one injectable clock: every delay, timeout and timestamp goes through it.
+
+Contract:
+- ``monotonic()`` never goes backwards; use it for durations and deadlines.
+- ``now()`` is wall-clock UTC; use it only for timestamps written to the API.
+- ``sleep(seconds)`` suspends the caller; it is cancellable like ``asyncio.sleep`` and returns
+  early only by cancellation.
+
+``RealClock`` is backed by the event loop. ``FakeClock`` lets tests step time: sleepers wake in
+deadline order when ``advance()`` moves time past their deadline; nothing else moves time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    """The production clock: the event loop's monotonic time and the system's UTC wall time."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class FakeClock:
+    """A clock that moves only when told to. Sleepers are woken by ``advance``."""
+
+    def __init__(self, *, start: datetime | None = None, monotonic_start: float = 1000.0) -> None:
+        self._wall_start = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self._mono_start = monotonic_start
+        self._mono = monotonic_start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def now(self) -> datetime:
+        return self._wall_start + timedelta(seconds=self._mono - self._mono_start)
+
+    @property
+    def pending_sleepers(self) -> int:
+        """Sleepers not yet woken and not cancelled."""
+        return sum(1 for _, _, fut in self._sleepers if not fut.done())
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
+        await fut
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward, waking every sleeper whose deadline is reached, in deadline order.
+
+        Yields to the loop after each wake-up so that woken tasks run (and may sleep again within
+        the advanced window) before time moves on.
+        """
+        target = self._mono + seconds
+        while self._sleepers and self._sleepers[0][0] <= target:
+            deadline, _, fut = heapq.heappop(self._sleepers)
+            self._mono = max(self._mono, deadline)
+            if not fut.done():
+                fut.set_result(None)
+            for _ in range(5):
+                await asyncio.sleep(0)
+        self._mono = target
+        for _ in range(5):
+            await asyncio.sleep(0)

@@ -1,0 +1,1 @@
+"""testing/apiserver."""

