@@ -1,0 +1,211 @@
+"""Where the client's server address and credentials come from.
+
+Order (controller-runtime's ``config.GetConfig``): the ``--kubeconfig`` flag, then ``KUBECONFIG``
+(a path list, merged), then the in-cluster service account, then ``~/.kube/config``.
+
+kubernetes-asyncio is used only to parse kubeconfig files and run auth plugins (token, token file,
+client certificates, exec plugins, OIDC/GCP providers) and for the in-cluster loader, which re-reads
+the projected token file (bound tokens rotate). Everything else (HTTP, watches) is ours.
+
+Contract:
+- ``await load_config(...)`` returns a ``ClientConfig``; ``ConfigError`` says what was tried.
+- ``ClientConfig.auth`` yields the ``Authorization`` header value per request (``None`` for none);
+  ``await auth.refresh()`` re-runs the credential plugin after a 401 and says whether it changed.
+- The kubeconfig file is never written back (``persist_config=False``).
+
+Not promised: credential caching across processes; exec plugins are re-run on each refresh.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kustomize_controller.kube.errors import KubeError
+
+IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class ConfigError(KubeError):
+    """No usable cluster configuration could be loaded."""
+
+
+class Authenticator(Protocol):
+    async def authorization(self) -> str | None: ...
+
+    async def refresh(self) -> bool: ...
+
+
+class NoAuth:
+    async def authorization(self) -> str | None:
+        return None
+
+    async def refresh(self) -> bool:
+        return False
+
+
+@dataclass
+class StaticToken:
+    """A fixed bearer token (tests, or a token handed over explicitly)."""
+
+    token: str
+
+    async def authorization(self) -> str | None:
+        return f"Bearer {self.token}"
+
+    async def refresh(self) -> bool:
+        return False
+
+
+class _KubernetesAsyncioAuth:
+    """Reads the Authorization value from a kubernetes-asyncio ``Configuration``.
+
+    In-cluster configurations carry a ``refresh_api_key_hook`` that re-reads the token file; it runs on
+    every ``authorization()`` call (it is cheap: it only re-reads after its own refresh period).
+    """
+
+    def __init__(self, configuration: Any, loader: Any | None) -> None:
+        self._cfg = configuration
+        self._loader = loader
+
+    async def authorization(self) -> str | None:
+        value = await self._cfg.get_api_key_with_prefix("BearerToken")
+        if value:
+            return str(value)
+        basic = self._cfg.get_basic_auth_token() if self._cfg.username else None
+        return str(basic) if basic else None
+
+    async def refresh(self) -> bool:
+        before = self._cfg.api_key.get("BearerToken")
+        if self._loader is not None:
+            await self._loader.load_and_set(self._cfg)
+        elif self._cfg.refresh_api_key_hook is not None:
+            result = self._cfg.refresh_api_key_hook(self._cfg)
+            if hasattr(result, "__await__"):
+                await result
+        return bool(self._cfg.api_key.get("BearerToken") != before)
+
+
+@dataclass
+class ClientConfig:
+    """Everything needed to open connections to one API server."""
+
+    server: str
+    auth: Authenticator = field(default_factory=NoAuth)
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    verify_ssl: bool = True
+    tls_server_name: str | None = None
+    proxy: str | None = None
+    namespace: str = "default"
+    source: str = ""
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return False
+        if not self.verify_ssl:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+
+def _from_k8s_configuration(cfg: Any, loader: Any | None, *, namespace: str, source: str) -> ClientConfig:
+    return ClientConfig(
+        server=str(cfg.host).rstrip("/"),
+        auth=_KubernetesAsyncioAuth(cfg, loader),
+        ca_file=cfg.ssl_ca_cert,
+        cert_file=cfg.cert_file,
+        key_file=cfg.key_file,
+        verify_ssl=bool(cfg.verify_ssl),
+        tls_server_name=getattr(cfg, "tls_server_name", None),
+        proxy=getattr(cfg, "proxy", None),
+        namespace=namespace,
+        source=source,
+    )
+
+
+async def load_kubeconfig(path: str, *, context: str | None = None) -> ClientConfig:
+    """Load a kubeconfig file (or an ``os.pathsep`` separated list, merged like kubectl)."""
+    from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config import kube_config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    cfg = Configuration()
+    try:
+        loader = await kube_config.load_kube_config(
+            config_file=path, context=context, client_configuration=cfg, persist_config=False
+        )
+    except (ConfigException, OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"invalid kubeconfig {path}: {err}") from err
+    ctx = loader.current_context or {}
+    namespace = "default"
+    if isinstance(ctx, Mapping):
+        namespace = str((ctx.get("context") or {}).get("namespace") or "default")
+    return _from_k8s_configuration(cfg, loader, namespace=namespace, source=f"kubeconfig {path}")
+
+
+def load_incluster(*, environ: Mapping[str, str] | None = None) -> ClientConfig:
+    from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config import incluster_config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    env = dict(environ if environ is not None else os.environ)
+    cfg = Configuration()
+    try:
+        incluster_config.InClusterConfigLoader(
+            token_filename=incluster_config.SERVICE_TOKEN_FILENAME,
+            cert_filename=incluster_config.SERVICE_CERT_FILENAME,
+            try_refresh_token=True,
+            environ=env,
+        ).load_and_set(cfg)
+    except (ConfigException, OSError) as err:
+        raise ConfigError(f"in-cluster configuration unavailable: {err}") from err
+    return _from_k8s_configuration(
+        cfg, None, namespace=in_cluster_namespace() or "default", source="in-cluster"
+    )
+
+
+def in_cluster_namespace(path: str = IN_CLUSTER_NAMESPACE_FILE) -> str | None:
+    """The pod's namespace from the service account mount, or ``None`` outside a cluster."""
+    try:
+        value = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return value or None
+
+
+async def load_config(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ClientConfig:
+    """Load the configuration in controller-runtime's order (see the module docstring)."""
+    env = environ if environ is not None else os.environ
+    if kubeconfig:
+        return await load_kubeconfig(kubeconfig, context=context)
+    if env.get("KUBECONFIG"):
+        return await load_kubeconfig(env["KUBECONFIG"], context=context)
+    tried = ["--kubeconfig (unset)", "KUBECONFIG (unset)"]
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            return load_incluster(environ=env)
+        except ConfigError as err:
+            tried.append(str(err))
+    else:
+        tried.append("in-cluster (KUBERNETES_SERVICE_HOST unset)")
+    home = Path(env.get("HOME") or Path.home()) / ".kube" / "config"
+    if home.is_file():
+        return await load_kubeconfig(str(home), context=context)
+    tried.append(f"{home} (missing)")
+    raise ConfigError("no Kubernetes configuration found; tried " + ", ".join(tried))
