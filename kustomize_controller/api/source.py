@@ -1,0 +1,146 @@
+"""The read side of the Flux source API (``source.toolkit.fluxcd.io/v1``).
+
+Contract: the controller only reads sources. It needs ``status.artifact`` (where to download the
+tarball, its revision and digest), ``status.conditions`` and ``metadata``; the ``spec`` of a source
+is kept as a plain dict because its fields never matter here. Parsing is tolerant, like every
+object read from the cluster (a newer source-controller may add fields).
+
+``parse_source(obj)`` picks the model by ``kind`` (one of ``SourceKind``).
+
+Not promised: source specs are not validated; status fields other than the ones modelled are dropped.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import Field, StrictInt
+
+from kustomize_controller.api.base import ApiModel
+from kustomize_controller.api.meta import Condition, ConditionType, ObjectMeta, Time
+
+__all__ = [
+    "OCI_REVISION_KEY",
+    "SOURCE_API_VERSION",
+    "SOURCE_GROUP",
+    "Artifact",
+    "Bucket",
+    "ExternalArtifact",
+    "GitRepository",
+    "OCIRepository",
+    "Source",
+    "SourceKind",
+    "SourceObject",
+    "SourceStatus",
+    "parse_source",
+]
+
+SOURCE_GROUP: Final = "source.toolkit.fluxcd.io"
+SOURCE_API_VERSION: Final = f"{SOURCE_GROUP}/v1"
+#: Artifact metadata key holding the origin revision of an OCI artifact (``lastAppliedOriginRevision``).
+OCI_REVISION_KEY: Final = "org.opencontainers.image.revision"
+
+
+class SourceKind(StrEnum):
+    """The kinds a Kustomization may use as ``spec.sourceRef.kind`` (order as in the CRD enum)."""
+
+    OCI_REPOSITORY = "OCIRepository"
+    GIT_REPOSITORY = "GitRepository"
+    BUCKET = "Bucket"
+    EXTERNAL_ARTIFACT = "ExternalArtifact"
+
+
+class Artifact(ApiModel):
+    """The output of a source reconcile: a tarball served over HTTP by the source controller."""
+
+    path: str
+    """Path of the artifact relative to the storage root of the source controller."""
+    url: str
+    """HTTP address to download the artifact from."""
+    revision: str
+    """Revision of the content, e.g. main@sha1:<sha> or sha256:<digest>."""
+    digest: Annotated[str, Field(pattern=r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")]
+    """Checksum of the tarball, <algorithm>:<hex>."""
+    last_update_time: Time
+    """When the artifact was last updated."""
+    size: StrictInt | None = None
+    """Size of the tarball in bytes."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Extra information, e.g. OCI annotations."""
+
+    def origin_revision(self) -> str | None:
+        """The OCI origin revision, when the source recorded one."""
+        return self.metadata.get(OCI_REVISION_KEY)
+
+
+class SourceStatus(ApiModel):
+    """The status fields shared by every source kind."""
+
+    observed_generation: StrictInt = -1
+    conditions: list[Condition] = Field(default_factory=list)
+    artifact: Artifact | None = None
+    last_handled_reconcile_at: str | None = None
+    url: str | None = None
+
+
+class SourceObject(ApiModel):
+    """A source object of any kind; subclasses fix ``kind``."""
+
+    api_version: str = SOURCE_API_VERSION
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: SourceStatus = Field(default_factory=SourceStatus)
+
+    def get_artifact(self) -> Artifact | None:
+        return self.status.artifact
+
+    def get_condition(self, condition_type: str) -> Condition | None:
+        for condition in self.status.conditions:
+            if condition.type == condition_type:
+                return condition
+        return None
+
+    def is_ready(self) -> bool:
+        ready = self.get_condition(ConditionType.READY)
+        return ready is not None and ready.status == "True"
+
+    def ref(self) -> str:
+        """``Kind/namespace/name``, the prefix of every message about this object."""
+        return f"{self.kind}/{self.metadata.namespace}/{self.metadata.name}"
+
+
+class GitRepository(SourceObject):
+    kind: Literal["GitRepository"] = "GitRepository"
+
+
+class OCIRepository(SourceObject):
+    kind: Literal["OCIRepository"] = "OCIRepository"
+
+
+class Bucket(SourceObject):
+    kind: Literal["Bucket"] = "Bucket"
+
+
+class ExternalArtifact(SourceObject):
+    kind: Literal["ExternalArtifact"] = "ExternalArtifact"
+
+
+Source = GitRepository | OCIRepository | Bucket | ExternalArtifact
+
+_BY_KIND: Final[dict[str, type[SourceObject]]] = {
+    SourceKind.GIT_REPOSITORY: GitRepository,
+    SourceKind.OCI_REPOSITORY: OCIRepository,
+    SourceKind.BUCKET: Bucket,
+    SourceKind.EXTERNAL_ARTIFACT: ExternalArtifact,
+}
+
+
+def parse_source(obj: dict[str, Any]) -> SourceObject:
+    """Validate a source object read from the cluster (tolerant); the model is chosen by ``kind``."""
+    kind = obj.get("kind")
+    model = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ValueError(f"kind: unsupported source kind {kind!r}: must be one of {', '.join(_BY_KIND)}")
+    return model.model_validate(obj)
