@@ -331,7 +331,9 @@ class Kustomization(ApiModel):
     metadata: ObjectMeta = Field(
         default_factory=ObjectMeta, json_schema_extra={"x-crd-schema": {"type": "object"}}
     )
-    spec: KustomizationSpec
+    # The API server accepts a Kustomization without spec; we do not (the controller cannot act on it),
+    # so spec is required here but not in the CRD.
+    spec: KustomizationSpec = Field(json_schema_extra={"x-crd-required": False})
     status: KustomizationStatus = Field(
         default_factory=KustomizationStatus,
         json_schema_extra=crd_default({"observedGeneration": -1}),
