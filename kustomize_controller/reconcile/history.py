@@ -1,0 +1,57 @@
+"""``status.history``: the last five distinct (build digest, outcome) pairs (``meta.History.Upsert``).
+
+Contract:
+- An entry is identified by (digest, status). Upserting an existing pair bumps its counter, its
+  ``lastReconciled`` time and duration, replaces its metadata and moves it to the front.
+- A new pair is inserted at the front; the list is truncated to 5 entries.
+- Only reconciles whose build succeeded have a digest, so only those are recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.meta import Snapshot
+
+MAX_SIZE = 5
+
+
+def upsert(
+    history: list[Snapshot],
+    *,
+    digest: str,
+    now: datetime,
+    duration: timedelta,
+    status: str,
+    metadata: Mapping[str, str],
+) -> None:
+    timestamp = now.replace(microsecond=0)
+    for index, entry in enumerate(history):
+        if entry.digest == digest and entry.last_reconciled_status == status:
+            updated = entry.model_copy(
+                update={
+                    "last_reconciled": timestamp,
+                    "last_reconciled_duration": format_duration(duration),
+                    "total_reconciliations": entry.total_reconciliations + 1,
+                    "metadata": dict(metadata),
+                }
+            )
+            del history[index]
+            history.insert(0, updated)
+            break
+    else:
+        history.insert(
+            0,
+            Snapshot(
+                digest=digest,
+                first_reconciled=timestamp,
+                last_reconciled=timestamp,
+                last_reconciled_duration=format_duration(duration),
+                last_reconciled_status=status,
+                total_reconciliations=1,
+                metadata=dict(metadata),
+            ),
+        )
+    del history[MAX_SIZE:]

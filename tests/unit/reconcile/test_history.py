@@ -1,0 +1,45 @@
+from datetime import UTC, datetime, timedelta
+
+from kustomize_controller.api.meta import Snapshot
+from kustomize_controller.reconcile.history import upsert
+
+T = datetime(2026, 5, 1, 12, 0, 0, 900_000, tzinfo=UTC)
+
+
+def add(history: list[Snapshot], digest: str, status: str = "ReconciliationSucceeded", minutes: int = 0) -> None:
+    upsert(history, digest=digest, now=T + timedelta(minutes=minutes), duration=timedelta(seconds=1.5),
+           status=status, metadata={"revision": f"rev-{digest}"})
+
+
+def test_new_entries_go_first_and_list_is_capped_at_five() -> None:
+    history: list[Snapshot] = []
+    for i in range(7):
+        add(history, f"sha256:{i}", minutes=i)
+    assert [h.digest for h in history] == [f"sha256:{i}" for i in (6, 5, 4, 3, 2)]
+    first = history[0]
+    assert first.total_reconciliations == 1
+    assert first.first_reconciled == first.last_reconciled == (T + timedelta(minutes=6)).replace(microsecond=0)
+    assert first.last_reconciled_duration == "1.5s"
+    dumped = first.model_dump(by_alias=True)
+    assert dumped["lastReconciledStatus"] == "ReconciliationSucceeded"
+    assert dumped["metadata"] == {"revision": "rev-sha256:6"}
+
+
+def test_same_digest_and_status_is_bumped_and_moved_to_front() -> None:
+    history: list[Snapshot] = []
+    add(history, "sha256:a")
+    add(history, "sha256:b", minutes=1)
+    add(history, "sha256:a", minutes=2)
+    assert [h.digest for h in history] == ["sha256:a", "sha256:b"]
+    assert history[0].total_reconciliations == 2
+    assert history[0].first_reconciled == T.replace(microsecond=0)
+    assert history[0].last_reconciled == (T + timedelta(minutes=2)).replace(microsecond=0)
+
+
+def test_same_digest_with_other_status_is_a_new_entry() -> None:
+    history: list[Snapshot] = []
+    add(history, "sha256:a")
+    add(history, "sha256:a", status="HealthCheckFailed")
+    assert [(h.digest, h.last_reconciled_status) for h in history] == [
+        ("sha256:a", "HealthCheckFailed"), ("sha256:a", "ReconciliationSucceeded"),
+    ]
