@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
@@ -48,9 +48,7 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 USER_AGENT = f"kustomize-controller/{kustomize_controller.__version__}"
 DEFAULT_PAGE_SIZE = 500
 WATCH_READ_MARGIN = 30.0
-_METADATA_ACCEPT_LIST = (
-    "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;q=0.9"
-)
+_METADATA_ACCEPT_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;q=0.9"
 _METADATA_ACCEPT_WATCH = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json;q=0.9"
 
 
@@ -66,9 +64,7 @@ def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str | None]:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
     if not api_version or not kind or not name:
-        raise ValueError(
-            f"object needs apiVersion, kind and metadata.name, got {api_version!r}/{kind!r}/{name!r}"
-        )
+        raise ValueError(f"object needs apiVersion, kind and metadata.name, got {api_version!r}/{kind!r}/{name!r}")
     return str(api_version), str(kind), str(name), meta.get("namespace")
 
 
@@ -220,9 +216,7 @@ class KubeClient:
         raw = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         if raw is not None and content_type is None:
             content_type = "application/json"
-        resp = await self._send(
-            method, path, params=params, body=raw, content_type=content_type, accept=accept
-        )
+        resp = await self._send(method, path, params=params, body=raw, content_type=content_type, accept=accept)
         try:
             data = await resp.read()
         finally:
@@ -246,9 +240,7 @@ class KubeClient:
     async def _info(self, api_version: str, kind: str) -> ResourceInfo:
         return await self.mapper.resolve(api_version, kind)
 
-    def _namespace_for(
-        self, info: ResourceInfo, namespace: str | None, *, required: bool, what: str
-    ) -> str | None:
+    def _namespace_for(self, info: ResourceInfo, namespace: str | None, *, required: bool, what: str) -> str | None:
         if not info.namespaced:
             return None
         if required and not namespace:
@@ -257,9 +249,7 @@ class KubeClient:
 
     # ----------------------------------------------------------------------------------------- verbs
 
-    async def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any]:
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         info = await self._info(api_version, kind)
         ns = self._namespace_for(info, namespace, required=True, what=name)
         result: dict[str, Any] = await self._request_json(
@@ -462,7 +452,7 @@ class KubeClient:
         allow_bookmarks: bool = True,
         metadata_only: bool = False,
         inactivity_timeout: float | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Stream watch events; see the module docstring. The stream is closed when the caller stops
         iterating (``aclose()`` or ``break`` inside ``async with contextlib.aclosing(...)``).
 

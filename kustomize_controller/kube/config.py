@@ -170,9 +170,7 @@ def load_incluster(*, environ: Mapping[str, str] | None = None) -> ClientConfig:
         ).load_and_set(cfg)
     except (ConfigException, OSError) as err:
         raise ConfigError(f"in-cluster configuration unavailable: {err}") from err
-    return _from_k8s_configuration(
-        cfg, None, namespace=in_cluster_namespace() or "default", source="in-cluster"
-    )
+    return _from_k8s_configuration(cfg, None, namespace=in_cluster_namespace() or "default", source="in-cluster")
 
 
 def in_cluster_namespace(path: str = IN_CLUSTER_NAMESPACE_FILE) -> str | None:

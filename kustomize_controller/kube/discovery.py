@@ -39,9 +39,7 @@ class ResourceInfo:
         """``/api/v1`` or ``/apis/<group>/<version>``."""
         return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
 
-    def path(
-        self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
+    def path(self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """The URL path of the collection (``name=None``) or one object; ``namespace=None`` on a
         namespaced resource means all namespaces (list/watch only)."""
         parts = [self.base_path()]

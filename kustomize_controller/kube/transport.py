@@ -113,9 +113,7 @@ class _AiohttpResponse:
 
 def _transport_error(err: BaseException, request: HttpRequest) -> TransportError:
     what = "timed out" if isinstance(err, TimeoutError) else f"failed: {err}"
-    return TransportError(
-        f"{request.method} {request.url} {what}".strip(), method=request.method, url=request.url
-    )
+    return TransportError(f"{request.method} {request.url} {what}".strip(), method=request.method, url=request.url)
 
 
 class AiohttpTransport:
@@ -147,9 +145,7 @@ class AiohttpTransport:
 
     async def send(self, request: HttpRequest) -> HttpResponse:
         t = request.timeout
-        timeout = aiohttp.ClientTimeout(
-            total=t.total, sock_connect=t.connect, connect=t.connect, sock_read=t.read
-        )
+        timeout = aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect, connect=t.connect, sock_read=t.read)
         kwargs: dict[str, Any] = {}
         if self._server_hostname:
             kwargs["server_hostname"] = self._server_hostname

@@ -1,0 +1,235 @@
+"""The process's Prometheus metrics: our own registry, names/labels/buckets as controller-runtime.
+
+Contract:
+- ``RuntimeMetrics`` owns one ``CollectorRegistry`` (never the global default) holding the
+  ``controller_runtime_*``, ``workqueue_*``, ``leader_election_master_status`` and
+  ``rest_client_requests_total`` families, plus process/platform collectors.
+- ``exposition()`` renders the text format without ``*_created`` series (Go's client has none);
+  it filters them itself, so it does not depend on the process-wide
+  ``prometheus_client.disable_created_metrics()`` switch (the manager still calls it, for any other
+  exporter in the process).
+- ``controller(name)`` pre-sets ``controller_runtime_reconcile_total{result=…}`` to 0 for the four
+  results, as controller-runtime does when a controller starts.
+- ``queue(name, controller)`` returns the ``QueueMetrics`` a ``WorkQueue`` reports to;
+  ``workqueue_unfinished_work_seconds`` and ``workqueue_longest_running_processor_seconds`` are
+  computed from the clock when scraped (client-go recomputes them every 500 ms).
+
+Not promised: Flux's ``gotk_*`` families live with the domain code, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+
+from kustomize_controller.kube.metrics import RestClientMetrics
+from kustomize_controller.runtime.clock import Clock
+
+RECONCILE_TIME_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
+    30.0, 40.0, 50.0, 60.0,
+)  # fmt: skip
+WORKQUEUE_BUCKETS = tuple(1e-8 * 10**i for i in range(12))  # ExponentialBuckets(1e-8, 10, 12)
+RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
+
+
+class _WithoutCreated:
+    """A view of a registry that drops ``*_created`` samples (Go exposes no such series)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
+
+
+class RuntimeMetrics:
+    def __init__(self, *, clock: Clock, registry: CollectorRegistry | None = None) -> None:
+        self.clock = clock
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_errors_total = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.terminal_reconcile_errors_total = Counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.reconcile_panics_total = Counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.reconcile_timeouts_total = Counter(
+            "controller_runtime_reconcile_timeouts_total",
+            "Total number of reconciliation timeouts per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.reconcile_time_seconds = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ["controller"],
+            buckets=RECONCILE_TIME_BUCKETS,
+            registry=r,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.workqueue_depth = Gauge(
+            "workqueue_depth", "Current depth of workqueue", ["name", "controller", "priority"], registry=r
+        )
+        self.workqueue_adds_total = Counter(
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            ["name", "controller"],
+            registry=r,
+        )
+        self.workqueue_queue_duration_seconds = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            ["name", "controller"],
+            buckets=WORKQUEUE_BUCKETS,
+            registry=r,
+        )
+        self.workqueue_work_duration_seconds = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            ["name", "controller"],
+            buckets=WORKQUEUE_BUCKETS,
+            registry=r,
+        )
+        self.workqueue_unfinished_work_seconds = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by "
+            "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
+            "threads by observing the rate at which this increases.",
+            ["name", "controller"],
+            registry=r,
+        )
+        self.workqueue_longest_running_processor_seconds = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            ["name", "controller"],
+            registry=r,
+        )
+        self.workqueue_retries_total = Counter(
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            ["name", "controller"],
+            registry=r,
+        )
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease. Please make sure to "
+            "group by name.",
+            ["name"],
+            registry=r,
+        )
+        self.rest = RestClientMetrics(registry=r)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+
+    def controller(self, name: str, *, max_concurrent: int) -> None:
+        """Initialise a controller's series (results at 0, gauges set) as controller-runtime does."""
+        for result in RECONCILE_RESULTS:
+            self.reconcile_total.labels(controller=name, result=result).inc(0)
+        for counter in (
+            self.reconcile_errors_total,
+            self.terminal_reconcile_errors_total,
+            self.reconcile_panics_total,
+            self.reconcile_timeouts_total,
+        ):
+            counter.labels(controller=name).inc(0)
+        self.max_concurrent_reconciles.labels(controller=name).set(max_concurrent)
+        self.active_workers.labels(controller=name).set(0)
+
+    def queue(self, name: str, *, controller: str | None = None) -> WorkqueueMetrics:
+        return WorkqueueMetrics(self, name=name, controller=controller or name)
+
+    def exposition(self) -> bytes:
+        return generate_latest(_WithoutCreated(self.registry))
+
+
+class WorkqueueMetrics:
+    """``QueueMetrics`` of one queue (see ``runtime.workqueue``)."""
+
+    def __init__(self, metrics: RuntimeMetrics, *, name: str, controller: str) -> None:
+        self._clock = metrics.clock
+        labels: dict[str, Any] = {"name": name, "controller": controller}
+        self._depth = metrics.workqueue_depth.labels(priority="", **labels)
+        self._adds = metrics.workqueue_adds_total.labels(**labels)
+        self._queue_duration = metrics.workqueue_queue_duration_seconds.labels(**labels)
+        self._work_duration = metrics.workqueue_work_duration_seconds.labels(**labels)
+        self._retries = metrics.workqueue_retries_total.labels(**labels)
+        self._added_at: dict[Hashable, float] = {}
+        self._started_at: dict[Hashable, float] = {}
+        metrics.workqueue_unfinished_work_seconds.labels(**labels).set_function(self.unfinished_work)
+        metrics.workqueue_longest_running_processor_seconds.labels(**labels).set_function(self.longest_running)
+        self._depth.set(0)
+
+    def add(self, key: Hashable) -> None:
+        self._adds.inc()
+        self._depth.inc()
+        self._added_at.setdefault(key, self._clock.monotonic())
+
+    def get(self, key: Hashable) -> None:
+        now = self._clock.monotonic()
+        self._depth.dec()
+        added = self._added_at.pop(key, None)
+        if added is not None:
+            self._queue_duration.observe(now - added)
+        self._started_at[key] = now
+
+    def done(self, key: Hashable) -> None:
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self._work_duration.observe(self._clock.monotonic() - started)
+
+    def retry(self) -> None:
+        self._retries.inc()
+
+    def unfinished_work(self) -> float:
+        now = self._clock.monotonic()
+        return sum(now - t for t in self._started_at.values())
+
+    def longest_running(self) -> float:
+        if not self._started_at:
+            return 0.0
+        return self._clock.monotonic() - min(self._started_at.values())
