@@ -120,3 +120,15 @@ def test_usage_lists_every_flag_with_defaults() -> None:
     assert "--requeue-dependency duration" in text and "(default 30s)" in text
     assert "--concurrent int" in text and "(default 4)" in text
     assert "--leader-election-release-on-cancel\n" in text
+
+
+def test_docs_list_every_flag_and_gate() -> None:
+    from pathlib import Path
+
+    from kustomize_controller.settings import FLAGS
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "flags.md").read_text()
+    for flag in FLAGS:
+        assert f"`--{flag.name}`" in doc, flag.name
+    for gate in FEATURE_GATE_DEFAULTS:
+        assert f"`{gate}`" in doc, gate
