@@ -1,0 +1,42 @@
+"""SOPS decryption without the sops binary: age (X25519, SSH) and OpenPGP master keys, the YAML,
+JSON, dotenv, INI and binary stores, whole objects, Secret fields and kustomize sources.
+
+Public surface: :class:`SopsDecryptor` (the build pipeline's ``Decryptor``), the exception tree
+in :mod:`.errors`, and the helpers the reconciler needs around it (:func:`is_encrypted_secret`,
+:func:`is_decryption_disabled`). Modules, one concept each: ``formats`` (which store),
+``cipher`` (one ``ENC[…]`` value), ``tree`` (walk, rules, MAC), ``metadata`` (the ``sops``
+block), ``stores/`` (file formats), ``keys/`` (age, PGP, Shamir, the keyring), ``document`` (one
+document end to end), ``sources`` (kustomization walk before the build), ``decryptor``.
+"""
+
+from kustomize_controller.kustomize.sops.decryptor import (
+    DECRYPT_ANNOTATION,
+    MAX_ENCRYPTED_FILE_SIZE,
+    SopsDecryptor,
+    gvk_string,
+    is_decryption_disabled,
+    is_encrypted_secret,
+    is_sops_encrypted,
+)
+from kustomize_controller.kustomize.sops.errors import (
+    SopsError,
+    SopsFormatError,
+    SopsIntegrityError,
+    SopsKeyError,
+    SopsUnsupportedError,
+)
+
+__all__ = [
+    "DECRYPT_ANNOTATION",
+    "MAX_ENCRYPTED_FILE_SIZE",
+    "SopsDecryptor",
+    "SopsError",
+    "SopsFormatError",
+    "SopsIntegrityError",
+    "SopsKeyError",
+    "SopsUnsupportedError",
+    "gvk_string",
+    "is_decryption_disabled",
+    "is_encrypted_secret",
+    "is_sops_encrypted",
+]
