@@ -1,0 +1,354 @@
+"""The staged server-side apply engine (fluxcd/pkg ``ssa`` ``ApplyAllStaged``/``ApplyAll``).
+
+``ResourceManager.apply_all_staged(objects, options)`` applies the stages of ``staging`` in order and
+waits (``options.wait_interval``/``wait_timeout``: 2 s / 60 s) for the definitions and classes stages to
+be Current before the next one starts. Inside a stage (``apply_all``):
+
+Phase A — validation, concurrently (at most ``concurrency`` objects in flight), **reads and dry-runs
+only**: GET the live object; skip rules (exclusion on desired or live, if-not-present when live
+exists) → ``skipped``; server-side dry-run apply (field manager, force); compute the metadata-cleanup
+patch (``takeover``) and the drift (``drift``); plan ``created``/``configured``/``unchanged``.
+A dry-run that fails with an immutable-field error on an existing object, with ``force`` or the
+force selector, is planned as a recreate instead of failing.
+If any object of the stage failed, the stage raises (the first failure in apply order) and **nothing of
+the stage has been written**.
+
+Phase A2 — recreates, one by one: DELETE (background), poll until gone, dry-run again.
+
+Phase B — writes, sequentially in apply order: the cleanup JSON patch (when needed), then the real
+server-side apply of ``created``/``configured`` objects (ignored drifting paths stripped or adopted).
+``unchanged`` objects are never written.
+
+Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
+it (previous stages, and the objects of this stage already written). Messages are upstream's:
+``<Kind/ns/name> dry-run failed (<Reason>): <msg>``, ``<Kind/ns/name> apply failed: <msg>``.
+
+Differences from upstream (deliberate, see docs/apply.md): upstream patches managed fields and
+deletes immutable objects during phase A, concurrently with the other dry-runs; here both wait until
+every dry-run of the stage passed, so a failing dry-run never leaves a half-written stage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
+from kustomize_controller.apply.client import ApplyClient
+from kustomize_controller.apply.drift import (
+    DriftResolution,
+    IgnoreRule,
+    apply_resolutions,
+    has_drifted,
+    resolve_ignored_drift,
+)
+from kustomize_controller.apply.errors import (
+    ApplyEngineError,
+    ApplyFailedError,
+    ApplyStepError,
+    DryRunError,
+    HealthCheckError,
+)
+from kustomize_controller.apply.health import HealthTarget, StatusPoller, wait_for_set
+from kustomize_controller.apply.objects import Object, ObjRef, deep_copy, metadata, resource_version
+from kustomize_controller.apply.selectors import (
+    EXCLUSION_SELECTOR,
+    FORCE_SELECTOR,
+    IF_NOT_PRESENT_SELECTOR,
+    Selector,
+    any_in_metadata,
+)
+from kustomize_controller.apply.staging import GroupKind, is_crd, partition, sort_objects
+from kustomize_controller.apply.takeover import CONTROLLER_NAME, CleanupOptions, JsonPatch, cleanup_patch
+from kustomize_controller.kube.discovery import NoKindMatchError
+from kustomize_controller.kube.errors import ApiError, KubeError, NotFoundError
+from kustomize_controller.runtime.clock import Clock
+
+_IMMUTABLE_MESSAGE = re.compile(r"is\simmutable|immutable\sfield")
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    force: bool = False
+    exclusion_selector: Selector = field(default_factory=lambda: dict(EXCLUSION_SELECTOR))
+    if_not_present_selector: Selector = field(default_factory=lambda: dict(IF_NOT_PRESENT_SELECTOR))
+    force_selector: Selector = field(default_factory=lambda: dict(FORCE_SELECTOR))
+    cleanup: CleanupOptions | None = field(default_factory=CleanupOptions)
+    custom_stage_kinds: frozenset[GroupKind] = frozenset()
+    ignore_rules: tuple[IgnoreRule, ...] = ()
+    wait_interval: float = 2.0
+    wait_timeout: float = 60.0
+
+
+def is_immutable_error(err: BaseException) -> bool:
+    """Upstream ``IsImmutableError``: reason Conflict or Invalid, or an "immutable" message."""
+    if isinstance(err, ApiError) and err.reason in ("Conflict", "Invalid"):
+        return True
+    text = err.message if isinstance(err, ApiError) else str(err)
+    return bool(_IMMUTABLE_MESSAGE.search(text))
+
+
+def _error_text(err: BaseException) -> str:
+    return err.message if isinstance(err, ApiError) else str(err)
+
+
+def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
+    """``<ref> dry-run failed (<Reason>): <msg>`` with upstream's NotFound and conflict variants."""
+    msg = _error_text(err)
+    if isinstance(err, NotFoundError):
+        if not ref.namespace:
+            return f"{ref} namespace not specified: {msg}"
+        return f"{ref} not found: {msg}"
+    reason = err.reason if isinstance(err, ApiError) else ""
+    if isinstance(err, ApiError) and any(c.get("type") == "FieldManagerConflict" for c in err.causes):
+        reason = "FieldManagerConflict"
+    return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"
+
+
+def strip_invalid_ca_bundle(obj: Object) -> None:
+    """Remove a CRD conversion webhook ``caBundle`` that is not base64 PEM (rejected since k8s 1.31)."""
+    if not is_crd(obj):
+        return
+    client_config = (((obj.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get(
+        "clientConfig"
+    )
+    if not isinstance(client_config, dict):
+        return
+    bundle = client_config.get("caBundle")
+    if not isinstance(bundle, str) or not bundle:
+        return
+    try:
+        decoded = base64.b64decode(bundle, validate=True)
+    except (binascii.Error, ValueError):
+        del client_config["caBundle"]
+        return
+    if decoded and b"-----BEGIN CERTIFICATE-----" not in decoded:
+        del client_config["caBundle"]
+
+
+@dataclass
+class _Plan:
+    desired: Object
+    ref: ObjRef
+    entry: ChangeSetEntry | None = None
+    live: Object | None = None
+    write: bool = False
+    recreate: bool = False
+    cleanup: JsonPatch = field(default_factory=list)
+    resolutions: list[DriftResolution] = field(default_factory=list)
+
+
+class ResourceManager:
+    """Applies, diffs and waits for objects through an ``ApplyClient`` (module contract)."""
+
+    def __init__(
+        self,
+        *,
+        client: ApplyClient,
+        clock: Clock,
+        field_manager: str = CONTROLLER_NAME,
+        concurrency: int = 4,
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.field_manager = field_manager
+        self.concurrency = max(1, concurrency)
+
+    # --- staged ---------------------------------------------------------------------------------
+
+    async def apply_all_staged(self, objects: Sequence[Object], options: ApplyOptions) -> ChangeSet:
+        stages = partition(objects, options.custom_stage_kinds)
+        change_set = ChangeSet()
+        for stage_objects, wait in (
+            (stages.definitions, True),
+            (stages.classes, True),
+            (stages.custom, False),
+        ):
+            if not stage_objects:
+                continue
+            stage_cs = await self._apply_stage(stage_objects, options, change_set)
+            if wait:
+                await self._wait_stage(stage_cs, options, change_set)
+        await self._apply_stage(stages.rest, options, change_set)
+        return change_set
+
+    async def _apply_stage(
+        self, objects: Sequence[Object], options: ApplyOptions, so_far: ChangeSet
+    ) -> ChangeSet:
+        try:
+            stage_cs = await self.apply_all(objects, options)
+        except ApplyEngineError as exc:
+            exc.change_set = ChangeSet([*so_far.entries, *exc.change_set.entries])
+            raise
+        so_far.extend(stage_cs.entries)
+        return stage_cs
+
+    async def _wait_stage(self, stage_cs: ChangeSet, options: ApplyOptions, so_far: ChangeSet) -> None:
+        targets = [HealthTarget.of(e.ref, e.version) for e in stage_cs]
+        poller = StatusPoller(client=self.client, clock=self.clock)
+        try:
+            await wait_for_set(
+                targets,
+                poller=poller,
+                clock=self.clock,
+                timeout_seconds=options.wait_timeout,
+                interval=options.wait_interval,
+            )
+        except HealthCheckError as exc:
+            raise ApplyStepError(exc.message, change_set=ChangeSet(list(so_far.entries))) from exc
+
+    # --- one stage ------------------------------------------------------------------------------
+
+    async def apply_all(self, objects: Sequence[Object], options: ApplyOptions) -> ChangeSet:
+        """Apply one stage (no waiting); see the module contract for the phases."""
+        ordered = sort_objects(deep_copy(o) for o in objects)
+        plans = [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in ordered]
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def validate(plan: _Plan) -> None:
+            async with gate:
+                await self._validate(plan, options)
+
+        results = await asyncio.gather(*(validate(p) for p in plans), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result  # the first failure in apply order; nothing of the stage was written
+
+        done = ChangeSet()
+        for plan in plans:
+            if plan.recreate:
+                await self._recreate(plan, options, done)
+        for plan in plans:
+            if plan.write:
+                await self._write(plan, done)
+        return ChangeSet([p.entry for p in plans if p.entry is not None])
+
+    async def _get_live(self, ref: ObjRef, api_version: str) -> Object | None:
+        try:
+            return await self.client.get(api_version, ref.kind, ref.name, ref.namespace or None)
+        except (NotFoundError, NoKindMatchError):
+            return None
+        except KubeError as exc:
+            raise ApplyStepError(f"{ref} query failed: {_error_text(exc)}") from exc
+
+    async def _dry_run(self, obj: Object) -> Object:
+        return await self.client.apply(obj, field_manager=self.field_manager, force=True, dry_run=True)
+
+    async def _validate(self, plan: _Plan, options: ApplyOptions) -> None:
+        desired = plan.desired
+        strip_invalid_ca_bundle(desired)
+        live = await self._get_live(plan.ref, str(desired.get("apiVersion") or ""))
+        plan.live = live
+        if any_in_metadata(desired, options.exclusion_selector) or any_in_metadata(
+            live, options.exclusion_selector
+        ):
+            plan.entry = ChangeSetEntry.for_object(live if live else desired, Action.SKIPPED)
+            return
+        if live is not None and any_in_metadata(desired, options.if_not_present_selector):
+            plan.entry = ChangeSetEntry.for_object(live, Action.SKIPPED)
+            return
+        try:
+            dry_run = await self._dry_run(desired)
+        except KubeError as exc:
+            if live is not None and is_immutable_error(exc) and self._should_force(desired, live, options):
+                plan.recreate = True
+                plan.write = True
+                plan.entry = ChangeSetEntry.for_object(desired, Action.CREATED)
+                return
+            raise DryRunError(dry_run_error_message(plan.ref, exc)) from exc
+        self._plan_from_dry_run(plan, dry_run, options)
+
+    def _should_force(self, desired: Object, live: Object, options: ApplyOptions) -> bool:
+        return (
+            options.force
+            or any_in_metadata(desired, options.force_selector)
+            or any_in_metadata(live, options.force_selector)
+        )
+
+    def _plan_from_dry_run(self, plan: _Plan, dry_run: Object, options: ApplyOptions) -> None:
+        live = plan.live
+        if options.cleanup is not None:
+            plan.cleanup = cleanup_patch(plan.desired, live, options.cleanup, manager=self.field_manager)
+        drifted = has_drifted(live, dry_run, options.ignore_rules)
+        source = dry_run if metadata(dry_run).get("name") else plan.desired
+        if not drifted and not plan.cleanup:
+            plan.entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
+            return
+        plan.write = True
+        if live is not None and resource_version(dry_run) and options.ignore_rules:
+            plan.resolutions = resolve_ignored_drift(
+                live, dry_run, options.ignore_rules, field_manager=self.field_manager
+            )
+        action = Action.CONFIGURED if resource_version(dry_run) else Action.CREATED
+        plan.entry = ChangeSetEntry.for_object(source, action)
+
+    async def _recreate(self, plan: _Plan, options: ApplyOptions, done: ChangeSet) -> None:
+        ref, desired = plan.ref, plan.desired
+        api_version = str(desired.get("apiVersion") or "")
+        try:
+            await self.client.delete(
+                api_version, ref.kind, ref.name, ref.namespace or None, propagation_policy="Background"
+            )
+        except NotFoundError:
+            pass
+        except KubeError as exc:
+            raise ApplyStepError(
+                f"{ref} immutable field detected, failed to delete object: {_error_text(exc)}",
+                change_set=ChangeSet(list(done.entries)),
+            ) from exc
+        deadline = self.clock.monotonic() + options.wait_timeout
+        while await self._get_live(ref, api_version) is not None:
+            if self.clock.monotonic() >= deadline:
+                raise ApplyStepError(
+                    f"{ref} immutable field detected, failed to wait for object to be deleted: "
+                    f"timeout after {options.wait_timeout:g}s",
+                    change_set=ChangeSet(list(done.entries)),
+                )
+            await self.clock.sleep(options.wait_interval)
+        plan.live = None
+        try:
+            dry_run = await self._dry_run(desired)
+        except KubeError as exc:
+            raise DryRunError(
+                dry_run_error_message(ref, exc), change_set=ChangeSet(list(done.entries))
+            ) from exc
+        self._plan_from_dry_run(plan, dry_run, options)
+
+    async def _write(self, plan: _Plan, done: ChangeSet) -> None:
+        ref = plan.ref
+        if plan.cleanup and plan.live is not None:
+            live_ref = ObjRef.from_object(plan.live)
+            try:
+                await self.client.patch(
+                    str(plan.live.get("apiVersion") or plan.desired.get("apiVersion") or ""),
+                    live_ref.kind,
+                    live_ref.name,
+                    live_ref.namespace or None,
+                    plan.cleanup,
+                    patch_type="json",
+                    field_manager=self.field_manager,
+                )
+            except KubeError as exc:
+                raise ApplyStepError(
+                    f"{live_ref} metadata.managedFields cleanup failed: {_error_text(exc)}",
+                    change_set=ChangeSet(list(done.entries)),
+                ) from exc
+        payload: dict[str, Any] = deep_copy(plan.desired)
+        if plan.resolutions:
+            apply_resolutions(payload, plan.resolutions)
+        try:
+            await self.client.apply(payload, field_manager=self.field_manager, force=True)
+        except KubeError as exc:
+            raise ApplyFailedError(
+                f"{ref} apply failed: {_error_text(exc)}", change_set=ChangeSet(list(done.entries))
+            ) from exc
+        if plan.entry is not None:
+            done.add(plan.entry)
