@@ -1,0 +1,172 @@
+"""The ``kustomize-controller`` command line.
+
+Commands are registered in :data:`COMMANDS` (name → :class:`Command`). ``main`` dispatches on
+the first argument; with no known command name it runs the default command (``run``, the
+controller itself — registered by the app layer when it exists; until then the CLI says so).
+
+``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
+[--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
+PATH plays the artifact root (what a source artifact unpacks to, and the confinement root; it is
+copied, never modified), FILE is a Kustomization whose ``spec.path`` selects the directory,
+whose overlays and commonMetadata apply and whose inline ``postBuild.substitute`` feeds
+substitution. ``substituteFrom`` and ``decryption`` need a cluster: they are reported on stderr
+and skipped. Output: multi-document YAML on stdout. Bad input: exit status 1 and a one-line
+reason on stderr (``error: ...``); usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from kustomize_controller.api.kustomization import InvalidKustomizationError, parse_kustomization
+from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.errors import KustomizeError
+from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
+from kustomize_controller.runtime.clock import RealClock
+from kustomize_controller.settings import FeatureGates, FlagError
+
+PROG = "kustomize-controller"
+DEFAULT_COMMAND = "run"
+
+
+class CommandError(Exception):
+    """Bad input to a command: printed as one ``error: ...`` line, exit status 1."""
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace, TextIO, TextIO], int]
+
+
+# --- build -------------------------------------------------------------------------------------
+
+
+def _configure_build(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH", help="the artifact root (a directory; copied, not modified)")
+    parser.add_argument(
+        "--kustomization", metavar="FILE", help="a Kustomization whose spec.path, overlays and substitute apply"
+    )
+    parser.add_argument("--no-remote-bases", action="store_true", help="refuse remote kustomize bases")
+    parser.add_argument(
+        "--feature-gates", action="append", default=[], metavar="GATES", help="Name=bool pairs, comma separated"
+    )
+    parser.add_argument("--kustomize-binary", default="", metavar="BIN", help="kustomize or kubectl binary")
+
+
+def _load_kustomization(file: str) -> dict[str, Any]:
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError as err:
+        raise CommandError(f"cannot read {file}: {err.strerror or err}") from err
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        raise CommandError(f"{file} is not valid YAML: {err}") from err
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "Kustomization":
+            try:
+                parse_kustomization(doc)
+            except InvalidKustomizationError as err:
+                raise CommandError(str(err)) from err
+            return doc
+    raise CommandError(f"{file} holds no Kustomization object")
+
+
+def _build(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        gates = FeatureGates.parse(args.feature_gates)
+    except FlagError as exc:
+        raise CommandError(str(exc)) from exc
+    root = Path(args.path)
+    if not root.is_dir():
+        raise CommandError(f"artifact root {args.path} is not a directory")
+    spec: dict[str, Any] = {}
+    if args.kustomization:
+        obj = _load_kustomization(args.kustomization)
+        spec = obj.get("spec") or {}
+        refs = (spec.get("postBuild") or {}).get("substituteFrom") or []
+        if refs:
+            names = ", ".join(f"{r.get('kind')}/{r.get('name')}" for r in refs)
+            print(f"warning: postBuild.substituteFrom needs a cluster, skipped: {names}", file=err)
+        if spec.get("decryption"):
+            print("warning: decryption needs keys from the cluster, skipped", file=err)
+    options = BuildOptions.from_spec(
+        spec,
+        no_remote_bases=args.no_remote_bases,
+        strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
+    )
+
+    async def run() -> str:
+        clock = RealClock()
+        command = await detect_builder(clock=clock, kustomize_binary=args.kustomize_binary or None)
+        pipeline = BuildPipeline(builder=KustomizeBuilder(command=command, clock=clock), workspace=Workspace())
+        async with pipeline.local_checkout(root, path=options.path) as checkout:
+            result = await pipeline.build(checkout, options)
+        return result.render()
+
+    try:
+        rendered = asyncio.run(run())
+    except KustomizeError as exc:
+        raise CommandError(str(exc)) from exc
+    except OSError as exc:
+        raise CommandError(str(exc)) from exc
+    out.write(rendered)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "build": Command(
+        help="render offline what a reconcile would apply",
+        configure=_configure_build,
+        handler=_build,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Flux kustomize-controller in Python")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        command.configure(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list or (args_list[0] not in COMMANDS and args_list[0] not in ("-h", "--help")):
+        if DEFAULT_COMMAND not in COMMANDS:
+            print(
+                f"error: the '{DEFAULT_COMMAND}' command (the controller) is not available in this build; "
+                f"commands: {', '.join(COMMANDS)}",
+                file=err,
+            )
+            return 2
+        args_list = [DEFAULT_COMMAND, *args_list]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    command = COMMANDS[args.command]
+    try:
+        return command.handler(args, out, err)
+    except CommandError as exc:
+        print("error: " + " ".join(str(exc).split()), file=err)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

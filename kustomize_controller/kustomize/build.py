@@ -1,0 +1,273 @@
+"""Running the real kustomize: builder discovery, version check, and bounded parallel builds.
+
+Contract:
+
+- Builder choice (:func:`detect_builder`): ``--kustomize-binary`` when given (a ``kubectl*``
+  basename runs ``kubectl kustomize``, anything else ``kustomize build``); else ``kustomize``
+  >= v5 on ``PATH``; else ``kubectl`` >= 1.27 on ``PATH``. Missing or too old →
+  :class:`BuilderUnavailableError` with a message saying what was found and what is needed.
+- Every build runs ``--load-restrictor LoadRestrictionsNone`` (confinement is ours, see
+  :mod:`.confine`), with plugins, exec functions and helm left disabled, in a scrubbed
+  environment (no inherited variables: ``HOME`` and the working directory are inside the build's
+  temp dir; no ``KUBECONFIG``, no cloud credentials). With remote bases disabled, ``PATH`` is empty
+  (no ``git``) and HTTP(S) proxies point at a closed local port, as defence in depth behind the
+  confinement walk.
+- At most ``max_parallel`` builds run at once (default: CPU count). Each has a timeout measured on
+  the injected clock and a cap on stdout size; on either, the builder's process group is killed.
+- Failures are :class:`KustomizeBuildError` "kustomize build failed: <kustomize's message>", with
+  the temp-dir prefix removed from paths so that messages are stable across reconciles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.runtime.clock import Clock
+
+MIN_KUSTOMIZE = (5, 0, 0)
+MIN_KUBECTL = (1, 27, 0)
+DEFAULT_BUILD_TIMEOUT = 300.0
+DEFAULT_MAX_OUTPUT = 128 << 20
+_MAX_STDERR = 1 << 20
+_CLOSED_PROXY = "http://127.0.0.1:9"
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderCommand:
+    """How to invoke the builder: ``argv + [dir, --load-restrictor, ...]``."""
+
+    argv: tuple[str, ...]
+    flavour: Literal["kustomize", "kubectl"]
+    version: str
+    kustomize_version: str
+
+
+def _parse_version(text: str) -> tuple[int, int, int] | None:
+    m = _VERSION_RE.search(text)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+async def _run(
+    argv: list[str],
+    *,
+    clock: Clock,
+    time_limit: float,
+    max_output: int,
+    env: dict[str, str],
+    cwd: Path | None,
+) -> _Result:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout_r, stderr_r = proc.stdout, proc.stderr
+
+    async def read_stdout() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := await stdout_r.read(1 << 16):
+            size += len(chunk)
+            if size > max_output:
+                raise KustomizeBuildError(
+                    f"kustomize build failed: output exceeds the limit of {max_output} bytes"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def read_stderr() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := await stderr_r.read(1 << 16):
+            if size < _MAX_STDERR:
+                chunks.append(chunk[: _MAX_STDERR - size])
+            size += len(chunk)
+        return b"".join(chunks)
+
+    async def communicate() -> _Result:
+        out, err = await asyncio.gather(read_stdout(), read_stderr())
+        rc = await proc.wait()
+        return _Result(rc, out, err)
+
+    work = asyncio.ensure_future(communicate())
+    timer = asyncio.ensure_future(clock.sleep(time_limit))
+    try:
+        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+        if work.done():
+            return work.result()
+        raise KustomizeBuildError(f"kustomize build failed: timed out after {time_limit:g}s")
+    finally:
+        timer.cancel()
+        if not work.done():
+            work.cancel()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+        with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
+            await work
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer
+
+
+def _base_env(home: Path | None = None) -> dict[str, str]:
+    return {"PATH": _SAFE_PATH, "HOME": str(home or "/nonexistent"), "LANG": "C", "LC_ALL": "C"}
+
+
+async def _probe(argv: list[str], clock: Clock) -> str | None:
+    try:
+        res = await _run(argv, clock=clock, time_limit=30.0, max_output=1 << 20, env=_base_env(), cwd=None)
+    except (OSError, KustomizeBuildError):
+        return None
+    if res.returncode != 0:
+        return None
+    return res.stdout.decode(errors="replace")
+
+
+async def _kubectl_command(binary: str, clock: Clock) -> BuilderCommand:
+    out = await _probe([binary, "version", "--client", "-o", "json"], clock)
+    if out is None:
+        raise BuilderUnavailableError(f"kustomize builder '{binary}' does not answer 'version --client'")
+    try:
+        info = json.loads(out)
+        version = str(info["clientVersion"]["gitVersion"])
+        kversion = str(info.get("kustomizeVersion") or "")
+    except (ValueError, KeyError, TypeError) as err:
+        raise BuilderUnavailableError(f"kustomize builder '{binary}': unreadable version output") from err
+    parsed = _parse_version(version)
+    if parsed is None or parsed < MIN_KUBECTL:
+        raise BuilderUnavailableError(
+            f"kustomize builder '{binary}' is kubectl {version}; kubectl >= v1.27 (kustomize v5) is required"
+        )
+    return BuilderCommand((binary, "kustomize"), "kubectl", version, kversion)
+
+
+async def _kustomize_command(binary: str, clock: Clock) -> BuilderCommand:
+    out = await _probe([binary, "version"], clock)
+    if out is None:
+        raise BuilderUnavailableError(f"kustomize builder '{binary}' does not answer 'version'")
+    parsed = _parse_version(out)
+    if parsed is None or parsed < MIN_KUSTOMIZE:
+        raise BuilderUnavailableError(
+            f"kustomize builder '{binary}' is version {out.strip() or 'unknown'}; kustomize >= v5 is required"
+        )
+    version = "v{}.{}.{}".format(*parsed)
+    return BuilderCommand((binary, "build"), "kustomize", version, version)
+
+
+def _resolve_binary(binary: str) -> str:
+    resolved = shutil.which(binary) or binary
+    if not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+        raise BuilderUnavailableError(f"kustomize builder '{binary}' not found or not executable")
+    return resolved
+
+
+async def detect_builder(
+    *, clock: Clock, kustomize_binary: str | None = None, search_path: str | None = None
+) -> BuilderCommand:
+    """Find and version-check the builder (see module docstring for the order)."""
+    if kustomize_binary:
+        resolved = _resolve_binary(kustomize_binary)
+        if os.path.basename(resolved).startswith("kubectl"):
+            return await _kubectl_command(resolved, clock)
+        return await _kustomize_command(resolved, clock)
+    problems: list[str] = []
+    kustomize = shutil.which("kustomize", path=search_path)
+    if kustomize:
+        try:
+            return await _kustomize_command(kustomize, clock)
+        except BuilderUnavailableError as err:
+            problems.append(str(err))
+    kubectl = shutil.which("kubectl", path=search_path)
+    if kubectl:
+        try:
+            return await _kubectl_command(kubectl, clock)
+        except BuilderUnavailableError as err:
+            problems.append(str(err))
+    if not problems:
+        problems.append("neither 'kustomize' nor 'kubectl' is on PATH")
+    raise BuilderUnavailableError(
+        "no usable kustomize builder (need kustomize >= v5 or kubectl >= v1.27, or --kustomize-binary): "
+        + "; ".join(problems)
+    )
+
+
+def _clean_stderr(stderr: bytes, root: Path) -> str:
+    lines = []
+    for line in stderr.decode(errors="replace").splitlines():
+        if not line.strip() or line.startswith("# Warning:"):
+            continue
+        lines.append(line)
+    text = "\n".join(lines).strip()
+    for prefix in ("Error: ", "error: "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    real = os.path.realpath(root)
+    for r in {str(root), real}:
+        text = text.replace(r + "/", "").replace(r, ".")
+    return text or "builder exited with an error and no message"
+
+
+class KustomizeBuilder:
+    """Runs builds with the detected command; shared by all reconciles of one controller."""
+
+    def __init__(
+        self,
+        *,
+        command: BuilderCommand,
+        clock: Clock,
+        max_parallel: int | None = None,
+        timeout: float = DEFAULT_BUILD_TIMEOUT,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> None:
+        self.command = command
+        self._clock = clock
+        self._slots = asyncio.Semaphore(max_parallel or os.cpu_count() or 1)
+        self._timeout = timeout
+        self._max_output = max_output
+
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+        """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME."""
+        env = _base_env(workdir)
+        if not allow_remote:
+            env["PATH"] = ""
+            for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+                env[key] = _CLOSED_PROXY
+        argv = [*self.command.argv, str(directory), "--load-restrictor", "LoadRestrictionsNone"]
+        async with self._slots:
+            try:
+                res = await _run(
+                    argv, clock=self._clock, time_limit=self._timeout, max_output=self._max_output, env=env, cwd=workdir
+                )
+            except OSError as err:
+                raise KustomizeBuildError(f"kustomize build failed: cannot run {self.command.argv[0]}: {err}") from err
+        if res.returncode != 0:
+            raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, root)}")
+        return res.stdout

@@ -1,0 +1,149 @@
+"""Safe extraction of a gzip tarball, and the controller-owned temp workspace.
+
+Extraction contract (:func:`extract_tarball`, synchronous — run it in a thread):
+
+- Regular files and directories only. Symlinks and hard links are skipped (as upstream).
+  Character/block devices and FIFOs are refused.
+- Names are refused when absolute (``/x``, ``C:\\x``) or when any ``..`` component appears; an
+  entry can therefore never be written outside the destination (which holds no symlinks, since
+  none are ever created).
+- Limits: total bytes written (``max_bytes``) and number of entries (``max_entries``) — a gzip
+  bomb stops at the first byte over the limit, and nothing is read past it.
+- Errors are :class:`ExtractError` ("failed to extract archive: ..."); a partial extraction is
+  left for the workspace to remove.
+
+Workspace contract (:class:`Workspace`): every build works in a fresh ``kustomization-<pid>-*``
+directory under a prefix the controller owns; the directory is removed when the ``async with``
+block exits, whatever happens. :meth:`Workspace.sweep` (at start-up) removes directories left by
+processes that no longer run (a crashed controller), never those of a live process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import zlib
+from collections.abc import AsyncIterator
+from pathlib import Path, PurePosixPath
+
+from kustomize_controller.kustomize.errors import ExtractError
+
+DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
+DEFAULT_MAX_ENTRIES = 100_000
+_CHUNK = 1 << 16
+_DIR_RE = re.compile(r"^kustomization-(\d+)-")
+
+
+def _safe_name(name: str) -> PurePosixPath:
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", name):
+        raise ExtractError(f"failed to extract archive: absolute path in archive: '{name}'")
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise ExtractError(f"failed to extract archive: illegal path in archive: '{name}'")
+    return PurePosixPath(*parts) if parts else PurePosixPath(".")
+
+
+def extract_tarball(
+    archive: Path,
+    dest: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> int:
+    """Extract ``archive`` (gzip tar) into the existing directory ``dest``; return files written."""
+    written = 0
+    entries = 0
+    files = 0
+    try:
+        with tarfile.open(archive, mode="r|gz") as tar:
+            for member in tar:
+                entries += 1
+                if entries > max_entries:
+                    raise ExtractError(
+                        f"failed to extract archive: more than {max_entries} entries in archive"
+                    )
+                rel = _safe_name(member.name)
+                if member.issym() or member.islnk():
+                    continue
+                if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
+                    raise ExtractError(
+                        f"failed to extract archive: device or fifo entry in archive: '{member.name}'"
+                    )
+                target = dest.joinpath(*rel.parts) if rel.parts else dest
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if not member.isfile():
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                if src is None:
+                    continue
+                mode = 0o755 if member.mode & 0o111 else 0o644
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+                with os.fdopen(fd, "wb") as out:
+                    while chunk := src.read(_CHUNK):
+                        written += len(chunk)
+                        if written > max_bytes:
+                            raise ExtractError(
+                                f"failed to extract archive: extracted size exceeds the limit of {max_bytes} bytes"
+                            )
+                        out.write(chunk)
+                files += 1
+    except ExtractError:
+        raise
+    except (tarfile.TarError, zlib.error, EOFError, OSError) as err:
+        raise ExtractError(f"failed to extract archive: {err}") from err
+    return files
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Workspace:
+    """Owner of the temp directories builds run in (``<base>/kustomization-<pid>-XXXX``)."""
+
+    def __init__(self, base: Path | None = None) -> None:
+        self.base = base or Path(tempfile.gettempdir()) / "kustomize-controller"
+
+    def _ensure_base(self) -> Path:
+        self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Path(os.path.realpath(self.base))
+
+    def sweep(self) -> list[Path]:
+        """Remove directories of processes that are gone; return what was removed."""
+        removed: list[Path] = []
+        if not self.base.is_dir():
+            return removed
+        for entry in self.base.iterdir():
+            m = _DIR_RE.match(entry.name)
+            if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+        return removed
+
+    def create(self) -> Path:
+        base = self._ensure_base()
+        return Path(tempfile.mkdtemp(prefix=f"kustomization-{os.getpid()}-", dir=base))
+
+    @contextlib.asynccontextmanager
+    async def tempdir(self) -> AsyncIterator[Path]:
+        path = self.create()
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
