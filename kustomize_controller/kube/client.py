@@ -145,6 +145,17 @@ class KubeClient:
             _impersonate=(user, tuple(groups)),
         )
 
+    def with_timeout(self, request_timeout: float) -> KubeClient:
+        """A derived client whose ordinary requests time out after ``request_timeout`` seconds
+        (leader election uses max(renewDeadline/2, 1 s))."""
+        return KubeClient(
+            config=self.config,
+            request_timeout=request_timeout,
+            user_agent=self.user_agent,
+            _parent=self,
+            _impersonate=self._impersonate,
+        )
+
     @property
     def impersonated_user(self) -> str | None:
         return self._impersonate[0] if self._impersonate else None

@@ -38,11 +38,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import structlog
-
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import GoneError, TooManyRequestsError, TransportError
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.ratelimit import JitteredBackoff
 from kustomize_controller.runtime.store import IndexFunc, Obj, Store, object_key, resource_version
 
@@ -138,7 +137,7 @@ class Informer:
         self._synced = asyncio.Event()
         self._last_rv = ""
         self._started = False
-        self._log = structlog.get_logger("informer").bind(kind=kind, api_version=api_version)
+        self._log = get_logger("informer", kind=kind, api_version=api_version)
 
     @property
     def name(self) -> str:

@@ -1,0 +1,259 @@
+"""Controller: workers that pull requests from a workqueue and call a ``Reconciler``.
+
+The user contract (controller-runtime ``pkg/reconcile``):
+- A ``Request`` is only a key (``namespace``, ``name``); the reconciler reads the current state itself.
+- ``reconcile`` returns a ``Result``: ``requeue_after > 0`` → forget the backoff and run again after
+  that delay; ``requeue=True`` → run again after the rate limiter's backoff; otherwise → forget the
+  backoff, done.
+- Raising ``TerminalError`` → logged, counted (``terminal_reconcile_errors_total``), not retried.
+- Raising anything else → logged with its traceback, counted, and retried with the per-item
+  exponential backoff (750 ms doubling to 15 min by default); no ``forget``, so the backoff keeps
+  growing while the failure repeats. Exceptions outside ``ReconcileError``/``KubeError`` are what Go
+  calls panics (bugs): they are also counted in ``reconcile_panics_total``.
+- One key is never reconciled by two workers at once (the workqueue guarantees it); up to
+  ``concurrency`` different keys run in parallel.
+
+Each reconcile runs with structlog context ``controller``, ``name``, ``namespace`` and a fresh
+``reconcile_id`` (UUID) bound in contextvars, so every log line inside it carries them.
+
+Shutdown (``stop``): the queue stops handing out work (queued keys are dropped), in-flight reconciles
+run to the end; ``run`` returns when the workers are idle. The manager bounds that wait with its
+grace period and cancels what is still running.
+
+Not promised: a reconcile timeout (off, as in controller-runtime's default); ordering between keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from kustomize_controller.kube.errors import KubeError
+from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.informer import (
+    DeletedFinalStateUnknown,
+    FuncHandler,
+    Informer,
+    wait_for_cache_sync,
+)
+from kustomize_controller.runtime.logs import get_logger
+from kustomize_controller.runtime.metrics import RuntimeMetrics
+from kustomize_controller.runtime.ratelimit import ItemExponentialRateLimiter, RateLimiter
+from kustomize_controller.runtime.store import Obj
+from kustomize_controller.runtime.workqueue import QueueShutDown, WorkQueue
+
+DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def for_object(cls, obj: Mapping[str, Any]) -> Request:
+        meta = obj.get("metadata") or {}
+        return cls(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""))
+
+
+@dataclass(frozen=True)
+class Result:
+    requeue_after: float = 0.0
+    requeue: bool = False
+
+
+class ReconcileError(Exception):
+    """An expected reconcile failure (retried with backoff, not counted as a panic)."""
+
+
+class TerminalError(ReconcileError):
+    """A failure retrying cannot fix: logged and counted, never requeued."""
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, request: Request) -> Result: ...
+
+
+MapFunc = Callable[[Obj], Iterable[Request]]
+
+
+class Controller:
+    def __init__(
+        self,
+        *,
+        name: str,
+        reconciler: Reconciler,
+        clock: Clock,
+        metrics: RuntimeMetrics,
+        concurrency: int = 4,
+        rate_limiter: RateLimiter[Request] | None = None,
+        cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
+        logger: Any = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"controller {name}: concurrency must be >= 1, got {concurrency}")
+        self.name = name
+        self.reconciler = reconciler
+        self.concurrency = concurrency
+        self.cache_sync_timeout = cache_sync_timeout
+        self._clock = clock
+        self._metrics = metrics
+        self.queue: WorkQueue[Request] = WorkQueue(
+            clock=clock,
+            name=name,
+            rate_limiter=rate_limiter or ItemExponentialRateLimiter(),
+            metrics=metrics.queue(name, controller=name),
+        )
+        self._informers: list[Informer] = []
+        self._log = logger or get_logger("controller", controller=name)
+        self._stopping = False
+        self._stop_event = asyncio.Event()
+        metrics.controller(name, max_concurrent=concurrency)
+        self._total = {
+            r: metrics.reconcile_total.labels(controller=name, result=r)
+            for r in ("success", "error", "requeue", "requeue_after")
+        }
+        self._errors = metrics.reconcile_errors_total.labels(controller=name)
+        self._terminal = metrics.terminal_reconcile_errors_total.labels(controller=name)
+        self._panics = metrics.reconcile_panics_total.labels(controller=name)
+        self._time = metrics.reconcile_time_seconds.labels(controller=name)
+        self._active = metrics.active_workers.labels(controller=name)
+
+    # ------------------------------------------------------------------------------------- sources
+
+    def watch(
+        self,
+        informer: Informer,
+        *,
+        map_func: MapFunc | None = None,
+        predicate: Callable[[Obj | None, Obj], bool] | None = None,
+    ) -> None:
+        """Enqueue requests for an informer's events: the object's own key, or ``map_func(obj)``
+        (e.g. the Kustomizations that reference a changed source). ``predicate(old, new)`` filters
+        adds (old is ``None``) and updates; deletes always pass."""
+        self._informers.append(informer)
+        mapper: MapFunc = map_func or (lambda obj: (Request.for_object(obj),))
+
+        def enqueue(obj: Obj) -> None:
+            for req in mapper(obj):
+                self.queue.add(req)
+
+        def on_add(obj: Obj, _initial: bool) -> None:
+            if predicate is None or predicate(None, obj):
+                enqueue(obj)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            if predicate is None or predicate(old, new):
+                enqueue(new)
+
+        def on_delete(obj: Obj | DeletedFinalStateUnknown) -> None:
+            enqueue(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
+
+        informer.add_handler(FuncHandler(add=on_add, update=on_update, delete=on_delete))
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers)
+
+    # ---------------------------------------------------------------------------------------- run
+
+    async def run(self) -> None:
+        """Wait for the watched caches, then run the workers until ``stop()`` (or cancellation)."""
+        self._log.info("Starting Controller")
+        synced = asyncio.ensure_future(
+            wait_for_cache_sync(self._informers, clock=self._clock, sync_timeout=self.cache_sync_timeout)
+        )
+        stopped = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait([synced, stopped], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not synced.done():
+                synced.cancel()
+        if self._stopping:
+            return
+        synced.result()  # raises TimeoutError when the caches did not sync in time
+        self._log.info("Starting workers", worker_count=self.concurrency)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                pump = tg.create_task(self.queue.run())
+                workers = [tg.create_task(self._worker()) for _ in range(self.concurrency)]
+                await asyncio.gather(*workers)
+                pump.cancel()
+        finally:
+            self.queue.shut_down(discard_queued=True)
+            self._log.info("All workers finished")
+
+    def stop(self) -> None:
+        """Stop taking work; in-flight reconciles finish, queued keys are dropped."""
+        self._stopping = True
+        self._stop_event.set()
+        self.queue.shut_down(discard_queued=True)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue.processing)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                req = await self.queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self.reconcile_handler(req)
+            finally:
+                self.queue.done(req)
+
+    async def reconcile_handler(self, req: Request) -> None:
+        """Run one reconcile and map its outcome onto queue operations and metrics (A3)."""
+        start = self._clock.monotonic()
+        self._active.inc()
+        ctx = {
+            "controller": self.name,
+            "name": req.name,
+            "namespace": req.namespace,
+            "reconcile_id": str(uuid.uuid4()),
+        }
+        try:
+            with structlog.contextvars.bound_contextvars(**ctx):
+                try:
+                    result = await self.reconciler.reconcile(req)
+                except asyncio.CancelledError:
+                    raise
+                except TerminalError as err:
+                    self._terminal.inc()
+                    self._errors.inc()
+                    self._total["error"].inc()
+                    self._log.error("Reconciler error (terminal, not retried)", error=str(err))
+                    return
+                except Exception as err:
+                    if not isinstance(err, ReconcileError | KubeError):
+                        self._panics.inc()
+                    self._errors.inc()
+                    self._total["error"].inc()
+                    if not self._stopping:
+                        self.queue.add_rate_limited(req)
+                    self._log.exception("Reconciler error", error=str(err))
+                    return
+                if result.requeue_after > 0:
+                    self.queue.forget(req)
+                    self.queue.add_after(req, result.requeue_after)
+                    self._total["requeue_after"].inc()
+                elif result.requeue:
+                    self.queue.add_rate_limited(req)
+                    self._total["requeue"].inc()
+                else:
+                    self.queue.forget(req)
+                    self._total["success"].inc()
+        finally:
+            self._active.dec()
+            self._time.observe(self._clock.monotonic() - start)

@@ -1,0 +1,275 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, client-go's algorithm.
+
+``try_acquire_or_renew()`` (one step of the state machine):
+1. Fast path: while we lead and our observed lease has not expired, update it with ``renewTime=now``
+   (acquireTime and leaseTransitions kept). On failure fall through.
+2. GET the lease; if it does not exist, CREATE it with us as holder.
+3. When the lease's spec differs from the one last seen, remember it with ``observed_at = local
+   monotonic now``. Expiry is ``observed_at + leaseDurationSeconds`` on the *local* clock, never the
+   lease's renewTime, so clock skew between candidates does not matter.
+4. Held by someone else and not expired → fail.
+5. UPDATE with us as holder (compare-and-swap on resourceVersion): renewTime=now; if we already held it,
+   acquireTime and leaseTransitions are kept, otherwise acquireTime=now and leaseTransitions+1.
+   A conflict means another candidate won.
+
+Loops: ``acquire()`` tries every ``retry_period`` (jittered ×1.2) until it wins. ``hold()`` renews
+every ``retry_period``; when no renewal succeeded within ``renew_deadline`` it raises
+``LeaderElectionLost`` (the manager then exits the process with status 1 at once, like Flux).
+``release()`` (on a normal stop, ``release_on_cancel``) writes holder ``""``, leaseDurationSeconds 1,
+renewTime=acquireTime=now, transitions unchanged, retrying conflicts until ``renew_deadline``.
+
+Every lease request has its own timeout, max(renew_deadline/2, 1 s), so one hung call cannot use up
+the renew deadline. ``leader_election_master_status{name}`` is 1 while leading, else 0.
+
+Not promised: coordinated leader election (``strategy``/``preferredHolder``); fencing — a deposed leader
+may still be finishing a reconcile when the next one starts (the process exits right away to keep the
+window short).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
+from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.logs import get_logger
+from kustomize_controller.runtime.metrics import RuntimeMetrics
+
+LEASE_API_VERSION = "coordination.k8s.io/v1"
+JITTER_FACTOR = 1.2
+
+
+class LeaderElectionLost(Exception):
+    """The lease could not be renewed within the renew deadline: the process must exit with status 1."""
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def format_micro_time(t: datetime) -> str:
+    """Kubernetes MicroTime: RFC 3339 with microseconds, UTC, ``Z`` suffix."""
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    name: str
+    namespace: str
+    identity: str
+    lease_duration: float = 35.0
+    renew_deadline: float = 30.0
+    retry_period: float = 5.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline:
+            raise ValueError("leader election: lease duration must be greater than the renew deadline")
+        if not self.renew_deadline > JITTER_FACTOR * self.retry_period:
+            raise ValueError(f"leader election: renew deadline must be greater than {JITTER_FACTOR} × retry period")
+        if not self.identity:
+            raise ValueError("leader election: identity must not be empty")
+
+    @property
+    def request_timeout(self) -> float:
+        return max(self.renew_deadline / 2, 1.0)
+
+
+def _spec_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions")
+    return {k: spec.get(k) for k in keys}
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        config: LeaderElectionConfig,
+        clock: Clock,
+        metrics: RuntimeMetrics | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self._client = client.with_timeout(config.request_timeout)
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._observed: dict[str, Any] | None = None  # spec fields of the lease as last seen
+        self._observed_at = 0.0
+        self._lease: dict[str, Any] | None = None  # the full last-seen object (for its resourceVersion)
+        self._status = metrics.leader_election_master_status.labels(name=config.name) if metrics else None
+        if self._status is not None:
+            self._status.set(0)
+        self._log = get_logger("leader-election", lease=f"{config.namespace}/{config.name}")
+
+    @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    @property
+    def observed_holder(self) -> str:
+        return str((self._observed or {}).get("holderIdentity") or "")
+
+    @property
+    def observed_transitions(self) -> int:
+        return int((self._observed or {}).get("leaseTransitions") or 0)
+
+    def is_leader(self) -> bool:
+        return self.observed_holder == self.config.identity
+
+    def _observed_valid(self) -> bool:
+        duration = float((self._observed or {}).get("leaseDurationSeconds") or 0)
+        return self._observed_at + duration > self._clock.monotonic()
+
+    def _set_observed(self, lease: dict[str, Any]) -> None:
+        self._lease = lease
+        spec = _spec_fields(lease.get("spec") or {})
+        if spec != self._observed:
+            self._observed = spec
+            self._observed_at = self._clock.monotonic()
+
+    def _set_status(self, leading: bool) -> None:
+        if self._status is not None:
+            self._status.set(1 if leading else 0)
+
+    def _lease_object(self, spec: Mapping[str, Any], *, resource_version: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": meta, "spec": dict(spec)}
+
+    async def try_acquire_or_renew(self) -> bool:
+        now = format_micro_time(self._clock.now())
+        duration = int(self.config.lease_duration)
+        # 1. fast path
+        if self.is_leader() and self._observed_valid() and self._lease is not None:
+            spec = {**(self._observed or {}), "renewTime": now, "leaseDurationSeconds": duration}
+            rv = str(self._lease["metadata"].get("resourceVersion") or "")
+            try:
+                updated = await self._client.update(self._lease_object(spec, resource_version=rv))
+            except KubeError as err:
+                self._log.debug("fast-path renew failed", error=str(err))
+            else:
+                self._set_observed(updated)
+                return True
+        # 2. get or create
+        try:
+            lease = await self._client.get(LEASE_API_VERSION, "Lease", self.config.name, self.config.namespace)
+        except NotFoundError:
+            spec = {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": duration,
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": 0,
+            }
+            try:
+                created = await self._client.create(self._lease_object(spec, resource_version=None))
+            except KubeError as err:
+                self._log.info("error initially creating leader election record", error=str(err))
+                return False
+            self._set_observed(created)
+            return True
+        except KubeError as err:
+            self._log.info("error retrieving resource lock", error=str(err))
+            return False
+        # 3. record what we saw
+        self._set_observed(lease)
+        observed = self._observed or {}
+        holder = str(observed.get("holderIdentity") or "")
+        # 4. someone else holds an unexpired lease
+        if holder and holder != self.identity and self._observed_valid():
+            return False
+        # 5. take or keep it
+        if holder == self.identity:
+            acquire_time = observed.get("acquireTime") or now
+            transitions = int(observed.get("leaseTransitions") or 0)
+        else:
+            acquire_time = now
+            transitions = int(observed.get("leaseTransitions") or 0) + 1
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": duration,
+            "acquireTime": acquire_time,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+        rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        try:
+            updated = await self._client.update(self._lease_object(spec, resource_version=rv))
+        except KubeError as err:
+            self._log.info("failed to update lease", error=str(err))
+            return False
+        self._set_observed(updated)
+        return True
+
+    async def acquire(self) -> None:
+        """Return once we lead. Cancellable."""
+        self._log.info("attempting to acquire leader lease")
+        while True:
+            if await self.try_acquire_or_renew():
+                self._set_status(True)
+                self._log.info("successfully acquired lease", identity=self.identity)
+                return
+            if self.observed_holder:
+                self._log.debug("lease is held by another candidate", holder=self.observed_holder)
+            await self._clock.sleep(self.config.retry_period * (1 + self._rng.random() * (JITTER_FACTOR - 1)))
+
+    async def hold(self) -> None:
+        """Renew while leading; raise ``LeaderElectionLost`` when a renewal window is missed."""
+        while True:
+            await self._clock.sleep(self.config.retry_period)
+            deadline = self._clock.monotonic() + self.config.renew_deadline
+            while True:
+                if await self.try_acquire_or_renew():
+                    break
+                if self._clock.monotonic() + self.config.retry_period > deadline:
+                    self._set_status(False)
+                    self._log.error("failed to renew lease", lease_duration=self.config.lease_duration)
+                    raise LeaderElectionLost(
+                        f"leader election lost: lease {self.config.namespace}/{self.config.name} "
+                        f"not renewed within {self.config.renew_deadline:g}s"
+                    )
+                await self._clock.sleep(self.config.retry_period)
+
+    async def release(self) -> bool:
+        """Give the lease up (holder cleared, duration 1 s) so another candidate takes over at once."""
+        deadline = self._clock.monotonic() + self.config.renew_deadline
+        while self.is_leader() and self._lease is not None:
+            now = format_micro_time(self._clock.now())
+            spec = {
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": self.observed_transitions,
+            }
+            rv = str(self._lease["metadata"].get("resourceVersion") or "")
+            try:
+                updated = await self._client.update(self._lease_object(spec, resource_version=rv))
+            except KubeError as err:
+                if self._clock.monotonic() >= deadline:
+                    self._log.error("failed to release lease", error=str(err))
+                    return False
+                if not isinstance(err, ConflictError):
+                    await self._clock.sleep(min(self.config.retry_period, 1.0))
+                try:
+                    self._set_observed(
+                        await self._client.get(LEASE_API_VERSION, "Lease", self.config.name, self.config.namespace)
+                    )
+                except KubeError:
+                    await self._clock.sleep(min(self.config.retry_period, 1.0))
+                continue
+            self._set_observed(updated)
+            self._set_status(False)
+            self._log.info("released leader lease")
+            return True
+        self._set_status(False)
+        return False
