@@ -13,8 +13,9 @@ Contract (every model in ``kustomize_controller.api`` derives from ``ApiModel``)
     pass silently.
 
 - Round trip: fields that were absent on input stay absent on output. A field whose value came from
-  a default (``force: false``, an empty list) is not written unless it was set explicitly, by input,
-  constructor or assignment. With ``exclude_none=True``,
+  a default (``force: false``, an empty list, an empty status) is not written unless it was set
+  explicitly (input, constructor, assignment) or changed in place (``obj.status.x = 1``, a list
+  append). With ``exclude_none=True``,
   ``Model.model_validate(doc).model_dump(by_alias=True, exclude_none=True) == doc`` for valid input.
 - ``format_validation_error`` turns a pydantic ``ValidationError`` into one readable line per problem,
   each starting with the JSON field path (``spec.interval: ...``); these lines end up in status
@@ -70,6 +71,9 @@ class ApiModel(BaseModel):
         fields_set = self.model_fields_set
         for name, field in type(self).model_fields.items():
             if name in fields_set or field.is_required():
+                continue
+            # A default changed in place (``obj.status.observedGeneration = 3``) must be written.
+            if getattr(self, name) != field.get_default(call_default_factory=True):
                 continue
             # ``serialize_by_alias`` in the config wins over ``info.by_alias``; drop whichever key is there.
             data.pop(field.alias or name, None)
@@ -160,8 +164,8 @@ def _message(error: Any) -> str:
     if kind == "value_error":
         # Our validators raise ValueError with a complete sentence; pydantic prefixes "Value error, ".
         return str(ctx.get("error", error["msg"]))
-    msg = str(error["msg"])
-    return f"{msg[0].lower()}{msg[1:]}" if msg else kind
+    msg = str(error["msg"]) or kind
+    return f"invalid value {_quote(value)}: {msg[0].lower()}{msg[1:]}"
 
 
 def validation_messages(err: ValidationError, *, prefix: tuple[str | int, ...] = ()) -> list[str]:

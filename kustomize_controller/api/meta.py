@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
-from pydantic import AwareDatetime, Field, PlainSerializer, StrictInt
+from pydantic import AwareDatetime, BeforeValidator, Field, PlainSerializer, StrictInt
 
 from kustomize_controller.api.base import ApiModel
 
@@ -53,8 +53,15 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _time_input(value: Any) -> Any:
+    # pydantic would read a number as a Unix timestamp; the API server only accepts a string.
+    if not isinstance(value, str | datetime):
+        raise ValueError(f"invalid value {value!r}: must be an RFC 3339 date-time string")
+    return value
+
+
 #: A timezone-aware timestamp; written as ``metav1.Time`` writes it.
-Time = Annotated[AwareDatetime, PlainSerializer(format_time, return_type=str)]
+Time = Annotated[AwareDatetime, BeforeValidator(_time_input), PlainSerializer(format_time, return_type=str)]
 
 # --- names ------------------------------------------------------------------------------------------
 

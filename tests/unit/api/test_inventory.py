@@ -80,9 +80,7 @@ def test_parse_rejects_malformed_ids(text: str) -> None:
 
 
 _dns = st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True)
-_group = st.one_of(
-    st.just(""), st.just(RBAC), st.from_regex(r"[a-z]{1,8}(\.[a-z]{1,8}){0,2}", fullmatch=True)
-)
+_group = st.one_of(st.just(""), st.just(RBAC), st.from_regex(r"[a-z]{1,8}(\.[a-z]{1,8}){0,2}", fullmatch=True))
 _kind = st.sampled_from(["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "Service", "Deployment"])
 
 
