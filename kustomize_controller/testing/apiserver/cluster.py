@@ -1,0 +1,397 @@
+"""The cluster state and every write operation, independent of HTTP.
+
+``Cluster`` owns the storage, the registry of kinds and the wall clock, and implements create, update,
+patch, apply and delete with the real server's rules (see objects.py for metadata/generation, validation.py
+for 422s, patch/ for the patch engines). HTTP handlers parse requests and call these methods.
+
+Contract:
+- Every write validates fully, then either stores (one new resourceVersion, one watch event) or, with
+  ``dry_run``, returns the would-be object and stores nothing (no resourceVersion consumed, no event).
+- A write that changes nothing (ignoring managedFields timestamps) stores nothing and returns the stored
+  object, as the real server does for no-op updates and applies.
+- Deleting an object with finalizers only marks it (``deletionTimestamp``, generation bumped); it goes when
+  an update leaves it with no finalizers. Deleting a namespace marks it ``Terminating``, deletes its
+  contents, and removes it once empty (synchronously: the namespace controller is modelled as instant).
+- Registering a CRD serves its kinds at once and stores ``Established=True`` in a separate write.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from . import errors, objects, validation
+from .errors import ApiStatusError, FieldError
+from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
+from .patch import managed
+from .patch.apply import server_side_apply
+from .patch.jsonpatch6902 import json_patch
+from .patch.merge import merge_patch
+from .patch.strategic import strategic_merge_patch
+from .storage import Storage
+
+
+class WallClock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": "apply",
+}
+
+DeleteHook = Callable[[ResourceType, dict[str, Any]], None]
+
+
+class Cluster:
+    def __init__(self, *, history_size: int = 10000, clock: WallClock | None = None,
+                 watcher_buffer: int = 10000) -> None:
+        self.storage = Storage(history_size=history_size, watcher_buffer=watcher_buffer)
+        self.registry = Registry()
+        self.clock: WallClock = clock or SystemClock()
+        # called before a delete is carried out (fault injection: an admission webhook that says no)
+        self.delete_hooks: list[DeleteHook] = []
+
+    def now(self) -> str:
+        return objects.timestamp(self.clock.now())
+
+    # reads ----------------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.storage.get(rt.storage_key, namespace, name)
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return objects.with_version(obj, rt)
+
+    # shared checks -------------------------------------------------------------------------------
+
+    def _check_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        if not rt.namespaced:
+            return
+        ns = self.storage.get(NAMESPACE_STORAGE_KEY, "", namespace)
+        if ns is None:
+            raise errors.not_found("namespaces", "", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise errors.forbidden(
+                rt.plural, rt.group, name,
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+                [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+                  "field": "metadata.namespace"}],
+            )
+
+    @staticmethod
+    def _check_body(rt: ResourceType, body: Any, namespace: str, name: str | None) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if (api_version is not None and kind is not None
+                and (kind != rt.kind or str(api_version).rpartition("/")[0] != rt.group)):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})")
+        meta = body.get("metadata")
+        if meta is None:
+            meta = body["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        body_ns = meta.get("namespace")
+        if rt.namespaced and body_ns and body_ns != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                     "on the request")
+        if name is not None and meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the "
+                                     f"URL ({name})")
+        if rt.namespaced:
+            meta["namespace"] = namespace
+        return body
+
+    # create -------------------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str
+               ) -> dict[str, Any]:
+        body = self._check_body(rt, copy.deepcopy(body), namespace, None)
+        if body["metadata"].get("resourceVersion"):
+            raise errors.internal_error("resourceVersion should not be set on objects to be created")
+        obj = objects.prepare_create(rt, body, now=self.clock.now())
+        name = obj["metadata"].get("name") or ""
+        validation.validate(rt, obj, None)
+        self._check_namespace(rt, namespace, name)
+        if self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name) is not None:
+            raise errors.already_exists(rt.plural, rt.group, name)
+        obj["metadata"].pop("managedFields", None)
+        managed.record_update(rt, None, obj, manager=manager, subresource="", now=self.now())
+        return self._store_new(rt, obj, dry_run=dry_run)
+
+    def _store_new(self, rt: ResourceType, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+        if rt.kind == "Namespace" and "spec" not in obj:
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+        if dry_run:
+            obj["metadata"].pop("resourceVersion", None)
+            return obj
+        stored = self.storage.put(rt.storage_key, obj)
+        if rt.storage_key == CRD_STORAGE_KEY:
+            self._establish_crd(stored)
+            stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
+        return objects.with_version(stored, rt)
+
+    # update / patch ----------------------------------------------------------------------------------
+
+    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, *, subresource: str,
+               dry_run: bool, manager: str) -> dict[str, Any]:
+        body = self._check_body(rt, copy.deepcopy(body), namespace, name)
+        old = self._live(rt, namespace, name)
+        rv = body["metadata"].get("resourceVersion")
+        if rv:
+            if rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        elif rt.custom:
+            raise errors.invalid(rt.kind, rt.group, name, [FieldError(
+                "metadata.resourceVersion", "Invalid value", "must be specified for an update", "0x0")])
+        body["metadata"]["name"] = name
+        return self._finish_update(rt, old, body, subresource=subresource, dry_run=dry_run, manager=manager)
+
+    def patch(self, rt: ResourceType, namespace: str, name: str, patch: Any, *, patch_type: str,
+              subresource: str, dry_run: bool, manager: str | None, force: bool) -> tuple[dict[str, Any], bool]:
+        """Apply a patch; returns (object, created). Apply patches create absent objects."""
+        live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
+        if patch_type == "apply":
+            if not manager:
+                raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
+                    "fieldManager", "Required value", "is required for apply patch")])
+            return self._apply(rt, namespace, name, live, patch, subresource=subresource, dry_run=dry_run,
+                               manager=manager, force=force)
+        if force:
+            raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
+                "force", "Forbidden", "may not be specified for non-apply patch", True)])
+        if live is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        current = objects.with_version(live, rt)
+        if patch_type == "merge":
+            if not isinstance(patch, dict):
+                raise errors.bad_request("merge patch must be a JSON object")
+            patched = merge_patch(current, patch)
+        elif patch_type == "json":
+            patched = json_patch(current, patch)
+        elif patch_type == "strategic":
+            if rt.custom:
+                raise errors.unsupported_media_type("application/strategic-merge-patch+json")
+            patched = strategic_merge_patch(rt, current, patch)
+        else:
+            raise errors.unsupported_media_type(patch_type)
+        patched = self._check_body(rt, patched, namespace, name)
+        patched_rv = patched["metadata"].get("resourceVersion")
+        if patched_rv and patched_rv != live["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        return self._finish_update(rt, live, patched, subresource=subresource, dry_run=dry_run,
+                                   manager=manager or "unknown"), False
+
+    def _apply(self, rt: ResourceType, namespace: str, name: str, live: dict[str, Any] | None, config: Any, *,
+               subresource: str, dry_run: bool, manager: str, force: bool) -> tuple[dict[str, Any], bool]:
+        config = self._check_body(rt, copy.deepcopy(config), namespace, name)
+        if not config.get("apiVersion") or not config.get("kind"):
+            raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
+        if live is None:
+            if subresource:
+                raise errors.not_found(rt.plural, rt.group, name)
+            config["metadata"]["name"] = name
+            if config["metadata"].get("resourceVersion"):
+                raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+            applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
+                                        now=self.now())
+            result = objects.prepare_create(rt, applied, now=self.clock.now())
+            validation.validate(rt, result, None)
+            self._check_namespace(rt, namespace, name)
+            return self._store_new(rt, result, dry_run=dry_run), True
+        rv = config["metadata"].get("resourceVersion")
+        if rv and rv != live["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        merged = server_side_apply(rt, objects.with_version(live, rt), config, manager=manager, force=force,
+                                   subresource=subresource, now=self.now())
+        return self._finish_update(rt, live, merged, subresource=subresource, dry_run=dry_run, manager=None), False
+
+    def _live(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
+        if live is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return live
+
+    def _finish_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str,
+                       dry_run: bool, manager: str | None) -> dict[str, Any]:
+        if subresource and subresource != "status":
+            raise errors.page_not_found()
+        if subresource == "status" and not rt.has_status:
+            raise errors.page_not_found()
+        result = objects.prepare_update(rt, old, new, subresource=subresource or None)
+        validation.validate(rt, result, old)
+        if manager is not None:
+            managed.record_update(rt, old, result, manager=manager, subresource=subresource, now=self.now())
+        meta = result["metadata"]
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if dry_run:
+                return objects.with_version(result, rt)
+            return self._remove(rt, result)
+        if objects.semantically_equal(old, result):
+            return objects.with_version(old, rt)
+        if dry_run:
+            return objects.with_version(result, rt)
+        stored = self.storage.put(rt.storage_key, result)
+        if rt.storage_key == CRD_STORAGE_KEY:
+            self._establish_crd(stored)
+            stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
+        return objects.with_version(stored, rt)
+
+    # delete -------------------------------------------------------------------------------------
+
+    def delete(self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *,
+               dry_run: bool) -> tuple[dict[str, Any], bool]:
+        """Delete or mark for deletion; returns (response body, whether it is the object itself)."""
+        live = self._live(rt, namespace, name)
+        preconditions = (options or {}).get("preconditions") or {}
+        if preconditions.get("uid") and preconditions["uid"] != live["metadata"]["uid"]:
+            raise errors.conflict(rt.plural, rt.group, name, (
+                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: "
+                f"{live['metadata']['uid']}"))
+        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != live["metadata"][
+                "resourceVersion"]:
+            raise errors.conflict(rt.plural, rt.group, name, (
+                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
+                f"ResourceVersion in object meta: {live['metadata']['resourceVersion']}"))
+        policy = (options or {}).get("propagationPolicy")
+        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+            raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [FieldError(
+                "propagationPolicy", "Unsupported value", 'supported values: "Foreground", "Background", "Orphan"',
+                policy)])
+        for hook in self.delete_hooks:
+            hook(rt, live)
+        returns_object = rt.custom or rt.kind in ("Pod", "Namespace", "CustomResourceDefinition")
+        meta = live["metadata"]
+        if rt.kind == "Namespace" or meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return objects.with_version(live, rt), True
+            marked = copy.deepcopy(live)
+            marked["metadata"]["deletionTimestamp"] = self.now()
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            if "generation" in marked["metadata"]:
+                marked["metadata"]["generation"] += 1
+            if rt.kind == "Namespace":
+                marked.setdefault("status", {})["phase"] = "Terminating"
+            if dry_run:
+                return objects.with_version(marked, rt), True
+            stored = self.storage.put(rt.storage_key, marked)
+            if rt.kind == "Namespace":
+                self._sweep_namespace(name)
+            return objects.with_version(stored, rt), True
+        if dry_run:
+            final = live
+        else:
+            final = self._remove(rt, live)
+        if returns_object:
+            return objects.with_version(final, rt), True
+        details: dict[str, Any] = {"name": name}
+        if rt.group:
+            details["group"] = rt.group
+        details.update({"kind": rt.plural, "uid": meta["uid"]})
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}, False
+
+    def _remove(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        final = self.storage.remove(rt.storage_key, obj)
+        if rt.storage_key == CRD_STORAGE_KEY:
+            self._drop_crd(obj)
+        namespace = obj["metadata"].get("namespace")
+        if namespace:
+            ns = self.storage.get(NAMESPACE_STORAGE_KEY, "", namespace)
+            if ns is not None and ns["metadata"].get("deletionTimestamp"):
+                self._finish_namespace(namespace)
+        return objects.with_version(final, rt)
+
+    def _sweep_namespace(self, namespace: str) -> None:
+        for key in self.storage.namespaces_in_use(namespace):
+            rt = self._type_for_storage(key)
+            for obj in list(self.storage.iterate(key, namespace)):
+                if obj["metadata"].get("finalizers"):
+                    if not obj["metadata"].get("deletionTimestamp") and rt is not None:
+                        self.delete(rt, namespace, obj["metadata"]["name"], None, dry_run=False)
+                else:
+                    self.storage.remove(key, obj)
+        self._finish_namespace(namespace)
+
+    def _finish_namespace(self, namespace: str) -> None:
+        if self.storage.namespaces_in_use(namespace):
+            return
+        ns = self.storage.get(NAMESPACE_STORAGE_KEY, "", namespace)
+        if ns is not None:
+            self.storage.remove(NAMESPACE_STORAGE_KEY, ns)
+
+    def _type_for_storage(self, key: tuple[str, str]) -> ResourceType | None:
+        return self.registry.lookup_storage(key)
+
+    # CRDs ---------------------------------------------------------------------------------------
+
+    def _establish_crd(self, crd: dict[str, Any]) -> None:
+        self.registry.register_crd(crd)
+        if crd["metadata"].get("deletionTimestamp"):
+            return
+        status = copy.deepcopy(crd.get("status") or {})
+        names = copy.deepcopy(crd["spec"].get("names") or {})
+        names.setdefault("singular", names.get("kind", "").lower())
+        names.setdefault("listKind", names.get("kind", "") + "List")
+        now = self.now()
+        wanted = [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted"},
+        ]
+        existing = {c.get("type"): c for c in status.get("conditions") or []}
+        conditions = []
+        for cond in wanted:
+            old = existing.get(cond["type"])
+            if old and old.get("status") == cond["status"]:
+                conditions.append(old)
+            else:
+                conditions.append({**cond, "lastTransitionTime": now})
+        storage_versions = [v["name"] for v in crd["spec"].get("versions") or [] if v.get("storage")]
+        stored_versions = list(status.get("storedVersions") or [])
+        for v in storage_versions:
+            if v not in stored_versions:
+                stored_versions.append(v)
+        new_status = {"conditions": conditions, "acceptedNames": names, "storedVersions": stored_versions}
+        if status == new_status:
+            return
+        updated = copy.deepcopy(crd)
+        updated["status"] = new_status
+        self.storage.put(CRD_STORAGE_KEY, updated)
+
+    def _drop_crd(self, crd: dict[str, Any]) -> None:
+        types = self.registry.crd_types(crd["metadata"]["name"])
+        if types:
+            self.storage.drop_table(types[0].storage_key)
+        self.registry.unregister_crd(crd["metadata"]["name"])
+
+    def bootstrap(self) -> None:
+        """The objects a fresh cluster has: the system namespaces and the cluster-admin role."""
+        ns_type = self.registry.lookup("", "v1", "namespaces")
+        role_type = self.registry.lookup("rbac.authorization.k8s.io", "v1", "clusterroles")
+        assert ns_type is not None and role_type is not None
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create(ns_type, "", {"metadata": {"name": name}}, dry_run=False, manager="kube-apiserver")
+        self.create(role_type, "", {
+            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                      {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+        }, dry_run=False, manager="kube-apiserver")
+
+
+def not_allowed_subresource(subresource: str) -> ApiStatusError:
+    return errors.page_not_found() if subresource else errors.method_not_allowed()

@@ -1,0 +1,127 @@
+"""Fault injection: make the server fail, stall or refuse the way real clusters sometimes do.
+
+Rules match requests by HTTP method and a regular expression searched in the path (plus, for
+``reject_deletes``, by resource/namespace/name). Contract:
+- ``fail(...)`` answers the next ``count`` matching requests with a ``Status`` of the given code instead of
+  serving them (``count=None``: until removed). Nothing is stored for a failed request.
+- ``delay(...)`` adds latency before matching requests are served.
+- ``reject_deletes(...)`` refuses DELETEs of matching objects with 403 and the message shape of an
+  admission webhook denial; the object is left untouched.
+- Rules are checked in the order they were added; the first matching ``fail`` rule wins. ``clear()``
+  removes every rule. Watches are closed and history compacted through ``ApiServer`` (they act on state).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ApiStatusError, status_for_code
+
+
+@dataclass
+class FailRule:
+    method: str | None
+    path: re.Pattern[str] | None
+    error: ApiStatusError
+    remaining: int | None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.method is not None and self.method != method:
+            return False
+        return self.path is None or self.path.search(path) is not None
+
+
+@dataclass
+class DelayRule:
+    method: str | None
+    path: re.Pattern[str] | None
+    seconds: float
+    remaining: int | None
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.method is not None and self.method != method:
+            return False
+        return self.path is None or self.path.search(path) is not None
+
+
+@dataclass
+class DeleteRejection:
+    resource: str | None
+    namespace: str | None
+    name: str | None
+    webhook: str
+    message: str
+    hits: int = field(default=0)
+
+
+class FaultInjector:
+    def __init__(self) -> None:
+        self._fail: list[FailRule] = []
+        self._delay: list[DelayRule] = []
+        self._deletes: list[DeleteRejection] = []
+
+    def fail(self, *, method: str | None = None, path: str | None = None, status: int = 500,
+             count: int | None = 1, message: str | None = None, reason: str | None = None,
+             details: dict[str, Any] | None = None) -> FailRule:
+        error = status_for_code(status, message or f"injected failure ({status})")
+        if reason is not None:
+            error.reason = reason
+        if details is not None:
+            error.details = details
+        if status == 429 and error.details is None:
+            error.details = {"retryAfterSeconds": 1}
+        rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, error, count)
+        self._fail.append(rule)
+        return rule
+
+    def delay(self, seconds: float, *, method: str | None = None, path: str | None = None,
+              count: int | None = None) -> DelayRule:
+        rule = DelayRule(method.upper() if method else None, re.compile(path) if path else None, seconds, count)
+        self._delay.append(rule)
+        return rule
+
+    def reject_deletes(self, *, resource: str | None = None, namespace: str | None = None,
+                       name: str | None = None, webhook: str = "deny-delete.testing.local",
+                       message: str = "deletion is not allowed") -> DeleteRejection:
+        rule = DeleteRejection(resource, namespace, name, webhook, message)
+        self._deletes.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        self._fail.clear()
+        self._delay.clear()
+        self._deletes.clear()
+
+    def failure_for(self, method: str, path: str) -> ApiStatusError | None:
+        for rule in self._fail:
+            if rule.matches(method, path):
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                rule.hits += 1
+                return rule.error
+        return None
+
+    def latency_for(self, method: str, path: str) -> float:
+        total = 0.0
+        for rule in self._delay:
+            if rule.matches(method, path):
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                total += rule.seconds
+        return total
+
+    def check_delete(self, resource: str, namespace: str, name: str) -> None:
+        for rule in self._deletes:
+            if ((rule.resource is None or rule.resource == resource)
+                    and (rule.namespace is None or rule.namespace == namespace)
+                    and (rule.name is None or rule.name == name)):
+                rule.hits += 1
+                raise ApiStatusError(403, "Forbidden",
+                                     f'admission webhook "{rule.webhook}" denied the request: {rule.message}')

@@ -1,0 +1,302 @@
+"""HTTP handlers: authentication, impersonation, authorisation, faults, routing, and the request log.
+
+One aiohttp application serves ``/version``, the health endpoints, discovery and every resource path. Each
+request goes through, in order: authentication → impersonation → request log entry → injected latency and
+failures → routing → authorisation (RBAC when enabled, always for anonymous users) → the operation in
+``Cluster``. Failures are answered with the real ``Status`` body; an unexpected exception is a 500
+``InternalError`` (and is logged) rather than a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from . import errors, reads, routing
+from .auth import ANONYMOUS, Authenticator, UserInfo, impersonate
+from .cluster import PATCH_TYPES, Cluster
+from .errors import ApiStatusError
+from .faults import FaultInjector
+from .rbac import Attributes, Authorizer, forbidden_message
+from .requestlog import RequestLog, RequestRecord
+from .selectors import parse_field_selector, parse_label_selector
+from .storage import encode
+from .watch import WatchRequest, serve_watch
+
+log = logging.getLogger(__name__)
+
+USER_KEY = web.RequestKey("user", UserInfo)
+INFO_KEY = web.RequestKey("info", dict[str, Any])
+
+VERSION_INFO = {
+    "major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+    "gitVersion": "v1.36.0-embedded", "gitCommit": "embedded", "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "python", "platform": "linux/amd64",
+}
+
+
+@dataclass
+class ServerOptions:
+    rbac: bool = False
+    watch_timeout: float = 1800.0
+    bookmark_interval: float = 60.0
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=encode(body), status=status, content_type="application/json")
+
+
+def error_response(err: ApiStatusError) -> web.Response:
+    body = err.body()
+    if not err.reason:
+        body.pop("reason", None)
+    return json_response(body, err.code)
+
+
+class Api:
+    def __init__(self, *, cluster: Cluster, authenticator: Authenticator, faults: FaultInjector,
+                 request_log: RequestLog, options: ServerOptions) -> None:
+        self.cluster = cluster
+        self.authenticator = authenticator
+        self.faults = faults
+        self.log = request_log
+        self.options = options
+        self.authorizer = Authorizer(cluster.storage)
+        self._yaml = YAML(typ="safe", pure=True)
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    # middleware: authn, impersonation, faults, log --------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        info: dict[str, Any] = {"verb": "", "user": ""}
+        request[INFO_KEY] = info
+        status = 500
+        try:
+            user = self.authenticator.authenticate(request.headers)
+            info["user"] = user.name
+            user = impersonate(user, request.headers, self.authorizer.may_impersonate)
+            info["user"] = user.name
+            request[USER_KEY] = user
+            delay = self.faults.latency_for(request.method, request.path)
+            if delay:
+                await asyncio.sleep(delay)
+            injected = self.faults.failure_for(request.method, request.path)
+            if injected is not None:
+                raise injected
+            response: web.StreamResponse = await handler(request)
+            status = response.status
+            return response
+        except ApiStatusError as err:
+            status = err.code
+            return error_response(err)
+        except (ConnectionResetError, asyncio.CancelledError):
+            status = 499
+            raise
+        except Exception as err:
+            log.exception("embedded apiserver: unexpected error serving %s %s", request.method, request.path)
+            status = 500
+            return error_response(errors.internal_error(f"{type(err).__name__}: {err}"))
+        finally:
+            self.log.append(RequestRecord(
+                method=request.method, path=request.path, query=request.query_string, status=status,
+                user=info["user"], verb=info["verb"], group=info.get("group", ""),
+                resource=info.get("resource", ""), subresource=info.get("subresource", ""),
+                namespace=info.get("namespace", ""), name=info.get("name", ""),
+                dry_run=info.get("dry_run", False), content_type=request.content_type,
+                field_manager=request.query.get("fieldManager", ""),
+            ))
+
+    # dispatch -------------------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        user: UserInfo = request.get(USER_KEY, ANONYMOUS)
+        if not path.startswith(("/api/", "/apis/")) and path not in ("/api", "/apis"):
+            return self._non_resource(request, user)
+        target = routing.parse(self.cluster.registry, path)
+        if isinstance(target, routing.Discovery):
+            self._authorize_path(user, "get", path)
+            if request.method != "GET":
+                raise errors.method_not_allowed()
+            return json_response(self._discovery(target))
+        return await self._resource(request, user, target)
+
+    def _non_resource(self, request: web.Request, user: UserInfo) -> web.StreamResponse:
+        path = request.path
+        self._authorize_path(user, request.method.lower() if request.method != "GET" else "get", path)
+        if path == "/version":
+            return json_response(VERSION_INFO)
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        raise errors.page_not_found()
+
+    def _authorize_path(self, user: UserInfo, verb: str, path: str) -> None:
+        if not (self.options.rbac or user.anonymous):
+            return
+        attrs = Attributes(verb, "", "", "", "", "", path, resource_request=False)
+        if not self.authorizer.allowed(user, attrs):
+            raise errors.forbidden_path(user.name, verb, path)
+
+    def _discovery(self, target: routing.Discovery) -> dict[str, Any]:
+        registry = self.cluster.registry
+        if target.group is None:
+            return registry.api_group_list()
+        if target.group == "" and target.version is None:
+            return registry.api_versions()
+        if target.version is None:
+            return {"kind": "APIGroup", "apiVersion": "v1", **registry.api_group(target.group)}
+        return registry.resource_list(target.group, target.version)
+
+    async def _resource(self, request: web.Request, user: UserInfo, target: routing.Target) -> web.StreamResponse:
+        rt = target.rt
+        q = request.query
+        method = request.method
+        watch = q.get("watch", "").lower() in ("true", "1")
+        if method == "GET":
+            verb = "watch" if watch else ("get" if target.name else "list")
+        elif method == "POST":
+            verb = "create"
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "delete" if target.name else "deletecollection"
+        else:
+            raise errors.method_not_allowed()
+        dry_run = _dry_run(q.getall("dryRun", []))
+        namespace = target.namespace or ""
+        request[INFO_KEY].update(verb=verb, group=rt.group, resource=rt.plural, subresource=target.subresource,
+                               namespace=namespace, name=target.name or "", dry_run=dry_run)
+        if verb not in rt.verbs and verb not in ("get", "patch", "update"):
+            raise errors.method_not_allowed()
+        if (verb == "create" and target.name) or (verb in ("update", "patch") and not target.name):
+            raise errors.method_not_allowed()
+        if self.options.rbac or user.anonymous:
+            attrs = Attributes(verb, rt.group, rt.plural, target.subresource, namespace, target.name or "")
+            if not self.authorizer.allowed(user, attrs):
+                raise errors.forbidden(rt.plural, rt.group, target.name, forbidden_message(user, attrs))
+        cluster = self.cluster
+        manager = q.get("fieldManager") or _manager_from_agent(request.headers.get("User-Agent", ""))
+        if verb == "get":
+            return json_response(cluster.get(rt, namespace, target.name or ""))
+        if verb in ("list", "watch", "deletecollection"):
+            labels = parse_label_selector(q.get("labelSelector"))
+            fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
+            if verb == "watch":
+                timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.options.watch_timeout
+                return await serve_watch(request, cluster.storage, WatchRequest(
+                    rt=rt, namespace=target.namespace, resource_version=q.get("resourceVersion", ""),
+                    timeout=timeout, bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
+                    labels=labels, fields=fields,
+                    send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
+                    bookmark_interval=self.options.bookmark_interval))
+            limit = _int(q.get("limit"), "limit")
+            listed = reads.list_objects(cluster, rt, target.namespace, labels=labels, fields=fields,
+                                        limit=limit if limit else None, continue_token=q.get("continue"))
+            if verb == "list":
+                return json_response(listed)
+            options = await self._delete_options(request)
+            deleted = []
+            for item in listed["items"]:
+                ns = item["metadata"].get("namespace", "")
+                body, is_object = cluster.delete(rt, ns, item["metadata"]["name"], options, dry_run=dry_run)
+                deleted.append(body if is_object else item)
+            listed["items"] = deleted
+            return json_response(listed)
+        if verb == "create":
+            body = await self._json_body(request)
+            return json_response(cluster.create(rt, namespace, body, dry_run=dry_run, manager=manager), 201)
+        name = target.name or ""
+        if verb == "update":
+            body = await self._json_body(request)
+            return json_response(cluster.update(rt, namespace, name, body, subresource=target.subresource,
+                                                dry_run=dry_run, manager=manager))
+        if verb == "patch":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type is None:
+                raise errors.unsupported_media_type(request.content_type)
+            raw = await request.read()
+            patch = self._parse_yaml(raw) if patch_type == "apply" else _parse_json(raw)
+            force = q.get("force", "").lower() == "true"
+            obj, created = cluster.patch(rt, namespace, name, patch, patch_type=patch_type,
+                                         subresource=target.subresource, dry_run=dry_run,
+                                         manager=q.get("fieldManager") if patch_type == "apply" else manager,
+                                         force=force)
+            return json_response(obj, 201 if created else 200)
+        options = await self._delete_options(request)
+        self.faults.check_delete(rt.plural, namespace, name)
+        body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
+        return json_response(body)
+
+    async def _json_body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if request.content_type in ("application/yaml", "application/x-yaml"):
+            return self._parse_yaml(raw)
+        return _parse_json(raw)
+
+    def _parse_yaml(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw)
+        except ValueError:
+            pass
+        try:
+            return self._yaml.load(raw.decode())
+        except (YAMLError, UnicodeDecodeError) as err:
+            raise errors.bad_request(f"error decoding YAML: {err}") from err
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
+        options: dict[str, Any] = {}
+        if raw.strip():
+            parsed = _parse_json(raw)
+            if not isinstance(parsed, dict):
+                raise errors.bad_request("DeleteOptions must be an object")
+            options = parsed
+        if "propagationPolicy" in request.query:
+            options["propagationPolicy"] = request.query["propagationPolicy"]
+        return options
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        raise errors.bad_request(f"the request body is not valid JSON: {err}") from err
+
+
+def _int(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError as err:
+        raise errors.bad_request(f"invalid {name} parameter: {value!r}") from err
+    if number < 0:
+        raise errors.bad_request(f"invalid {name} parameter: {value!r}")
+    return number
+
+
+def _dry_run(values: list[str]) -> bool:
+    for value in values:
+        if value != "All":
+            raise errors.invalid("CreateOptions", "meta.k8s.io", "", [errors.FieldError(
+                "dryRun", "Unsupported value", 'supported values: "All"', value)])
+    return bool(values)
+
+
+def _manager_from_agent(agent: str) -> str:
+    prefix = agent.split("/", 1)[0].strip()
+    return prefix[:128] if prefix else "unknown"

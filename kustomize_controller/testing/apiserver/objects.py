@@ -1,0 +1,142 @@
+"""Object lifecycle rules applied by the server on every write: metadata, generation, status split.
+
+Contract (mirrors the registry strategies of kube-apiserver):
+- create: a new ``uid``, ``creationTimestamp`` (seconds, UTC), ``generation: 1`` for kinds that keep one;
+  ``status`` is dropped for kinds with a status subresource (built-ins answer ``status: {}``);
+  ``generateName`` gets a 5-character random suffix; client-set ``deletionTimestamp`` is ignored.
+- update of the main resource: ``uid``, ``creationTimestamp``, ``deletionTimestamp`` and ``generation``
+  come from the stored object; ``status`` too when the kind has the subresource. ``generation`` is bumped
+  when anything outside ``metadata`` (and ``status`` when it has the subresource) changes, and for
+  Deployments also when annotations change.
+- update through ``/status``: everything but ``status`` (and ``managedFields``) comes from the stored
+  object; generation never moves.
+Functions return new dicts; inputs are not mutated.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import uuid
+from datetime import datetime
+from typing import Any
+
+from .kinds import ResourceType
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_IGNORED_TOP = frozenset({"metadata", "apiVersion", "kind"})
+
+
+def timestamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def random_suffix() -> str:
+    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+
+
+def prepare_create(rt: ResourceType, obj: dict[str, Any], *, now: datetime) -> dict[str, Any]:
+    new: dict[str, Any] = {"apiVersion": rt.api_version, "kind": rt.kind}
+    new.update((k, copy.deepcopy(v)) for k, v in obj.items() if k not in ("apiVersion", "kind"))
+    meta = new.setdefault("metadata", {})
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = meta["generateName"] + random_suffix()
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = timestamp(now)
+    for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+        meta.pop(transient, None)
+    if not rt.namespaced:
+        meta.pop("namespace", None)
+    if rt.generation:
+        meta["generation"] = 1
+    else:
+        meta.pop("generation", None)
+    if rt.has_status:
+        if rt.custom:
+            new.pop("status", None)
+        else:
+            new["status"] = _initial_status(rt)
+    return new
+
+
+def _initial_status(rt: ResourceType) -> dict[str, Any]:
+    if rt.kind == "Namespace":
+        return {"phase": "Active"}
+    if rt.kind == "Pod":
+        return {"phase": "Pending", "qosClass": "BestEffort"}
+    if rt.kind == "PersistentVolumeClaim":
+        return {"phase": "Pending"}
+    if rt.kind == "Service":
+        return {"loadBalancer": {}}
+    return {}
+
+
+def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    ignored = _IGNORED_TOP | ({"status"} if rt.has_status else frozenset())
+    for key in set(old) | set(new):
+        if key not in ignored and old.get(key) != new.get(key):
+            return True
+    if rt.annotations_bump_generation:
+        return (old["metadata"].get("annotations") or {}) != (new["metadata"].get("annotations") or {})
+    return False
+
+
+def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None
+                   ) -> dict[str, Any]:
+    """The object to store for an update of ``old`` by the client-supplied ``new``."""
+    if subresource == "status":
+        status_only = copy.deepcopy(old)
+        if "status" in new:
+            status_only["status"] = copy.deepcopy(new["status"])
+        else:
+            status_only.pop("status", None)
+        if "managedFields" in new.get("metadata", {}):
+            status_only["metadata"]["managedFields"] = new["metadata"]["managedFields"]
+        return status_only
+    result: dict[str, Any] = {"apiVersion": rt.api_version, "kind": rt.kind}
+    result.update((k, copy.deepcopy(v)) for k, v in new.items() if k not in ("apiVersion", "kind"))
+    meta = result.setdefault("metadata", {})
+    old_meta = old["metadata"]
+    for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        if kept in old_meta:
+            meta[kept] = old_meta[kept]
+        else:
+            meta.pop(kept, None)
+    meta["name"] = old_meta["name"]
+    if "namespace" in old_meta:
+        meta["namespace"] = old_meta["namespace"]
+    if rt.has_status:
+        if "status" in old:
+            result["status"] = copy.deepcopy(old["status"])
+        else:
+            result.pop("status", None)
+    if rt.generation:
+        generation = int(old_meta.get("generation", 1))
+        meta["generation"] = generation + 1 if spec_changed(rt, old, result) else generation
+    else:
+        meta.pop("generation", None)
+    return result
+
+
+def semantically_equal(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when an update would store nothing new (then the real server keeps the resourceVersion)."""
+    def strip(obj: dict[str, Any]) -> dict[str, Any]:
+        stripped = dict(obj)
+        meta = dict(stripped.get("metadata") or {})
+        meta.pop("resourceVersion", None)
+        managed = meta.pop("managedFields", None) or []
+        meta["managedFields"] = [{k: v for k, v in e.items() if k != "time"} for e in managed]
+        stripped["metadata"] = meta
+        return stripped
+
+    return strip(old) == strip(new)
+
+
+def with_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
+    """``obj`` as read through ``rt`` (another served version of the same resource: apiVersion only)."""
+    if obj.get("apiVersion") == rt.api_version:
+        return obj
+    view = dict(obj)
+    view["apiVersion"] = rt.api_version
+    return view
+

@@ -1,0 +1,1 @@
+"""Patch engines: JSON merge patch, JSON patch, strategic merge patch and server-side apply."""

@@ -1,0 +1,169 @@
+"""``ApiServer``: the embedded API server, in process, over real HTTP on 127.0.0.1.
+
+Usage::
+
+    async with ApiServer() as server:
+        server.url              # "http://127.0.0.1:PORT"
+        server.token            # bearer token of an admin user (group system:masters)
+        server.kubeconfig_path  # kubeconfig with that token, for kubectl or kubernetes-asyncio
+        server.faults.fail(method="PATCH", path="/configmaps/", status=500, count=2)
+        server.requests.writes(resource="configmaps")
+
+Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
+ClusterRole, and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener and removes
+the kubeconfig directory it created. Both are idempotent. One instance owns all of its state: two servers
+in one process share nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from .auth import Authenticator, UserInfo
+from .cluster import Cluster, WallClock
+from .faults import FaultInjector
+from .handlers import Api, ServerOptions
+from .kinds import ResourceType
+from .requestlog import RequestLog
+
+ADMIN = UserInfo("kubernetes-admin", ("system:masters", "system:authenticated"))
+
+
+class ApiServer:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        history_size: int = 10000,
+        rbac: bool = False,
+        anonymous_auth: bool = False,
+        token: str | None = None,
+        kubeconfig_path: str | Path | None = None,
+        watch_timeout: float = 1800.0,
+        bookmark_interval: float = 60.0,
+        watcher_buffer: int = 10000,
+        clock: WallClock | None = None,
+    ) -> None:
+        self._host = host
+        self._port = port
+        self.token = token or secrets.token_urlsafe(32)
+        self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer)
+        self.faults = FaultInjector()
+        self.requests = RequestLog()
+        self.authenticator = Authenticator(anonymous=anonymous_auth)
+        self.authenticator.add_token(self.token, ADMIN)
+        self.options = ServerOptions(rbac=rbac, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval)
+        self._api = Api(cluster=self.cluster, authenticator=self.authenticator, faults=self.faults,
+                        request_log=self.requests, options=self.options)
+        self.cluster.delete_hooks.append(
+            lambda rt, obj: self.faults.check_delete(rt.plural, obj["metadata"].get("namespace", ""),
+                                                     obj["metadata"]["name"]))
+        self._runner: web.AppRunner | None = None
+        self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
+        self._tmpdir: str | None = None
+        self.url = ""
+        self.kubeconfig_path = ""
+        self._bootstrapped = False
+
+    # lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        if not self._bootstrapped:
+            self.cluster.bootstrap()
+            self._bootstrapped = True
+        runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        await site.start()
+        self._runner = runner
+        server: Any = site._server
+        sockets = getattr(server, "sockets", None) or []
+        port = int(sockets[0].getsockname()[1]) if sockets else self._port
+        self.url = f"http://{self._host}:{port}"
+        self.kubeconfig_path = str(self._write_kubeconfig())
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self.cluster.storage.close_all_watchers()
+        await runner.cleanup()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    async def __aenter__(self) -> ApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    # kubeconfig -----------------------------------------------------------------------------------
+
+    def kubeconfig(self, *, token: str | None = None, user: str = "admin", namespace: str = "default"
+                   ) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "embedded", "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": {"token": token or self.token}}],
+            "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": user,
+                                                          "namespace": namespace}}],
+            "current-context": "embedded",
+            "preferences": {},
+        }
+
+    def _write_kubeconfig(self) -> Path:
+        if self._requested_kubeconfig is not None:
+            path = self._requested_kubeconfig
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            self._tmpdir = tempfile.mkdtemp(prefix="kc-apiserver-")
+            path = Path(self._tmpdir) / "kubeconfig"
+        path.write_text(json.dumps(self.kubeconfig(), indent=2) + "\n")
+        path.chmod(0o600)
+        return path
+
+    # test helpers ---------------------------------------------------------------------------------
+
+    def add_user(self, name: str, groups: tuple[str, ...] = (), *, token: str | None = None) -> str:
+        """Register a bearer token for another user; returns the token."""
+        token = token or secrets.token_urlsafe(24)
+        all_groups = groups if "system:authenticated" in groups else (*groups, "system:authenticated")
+        self.authenticator.add_token(token, UserInfo(name, all_groups))
+        return token
+
+    def close_watches(self) -> int:
+        """End every open watch stream (clients see a clean end of stream); returns how many."""
+        return self.cluster.storage.close_all_watchers()
+
+    def compact(self) -> None:
+        """Drop the watch history: a watch or a continue token from an older resourceVersion gets 410."""
+        self.cluster.storage.compact()
+
+    @property
+    def resource_version(self) -> int:
+        return self.cluster.storage.resource_version
+
+    def watcher_count(self) -> int:
+        return self.cluster.storage.watcher_count()
+
+    def resource_type(self, api_version: str, kind: str) -> ResourceType | None:
+        return self.cluster.registry.lookup_kind(api_version, kind)
+
+    def object_count(self, api_version: str, kind: str, namespace: str | None = None) -> int:
+        rt = self.resource_type(api_version, kind)
+        return 0 if rt is None else self.cluster.storage.count(rt.storage_key, namespace)

@@ -1,0 +1,168 @@
+"""Validation the real server performs before storing: names, labels, namespaces, immutable fields.
+
+Each check returns ``FieldError``s; ``invalid(...)`` turns them into one 422 ``Invalid`` Status naming every
+problem, as apimachinery aggregates field errors. Schema validation of custom resources against the CRD's
+openAPIV3Schema is NOT done (see docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import ApiStatusError, FieldError, invalid
+from .kinds import ResourceType
+
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+# kinds whose names must be DNS-1123 labels rather than subdomains
+_LABEL_NAMED = {"Namespace", "Service"}
+# RBAC objects accept path-segment names (e.g. "system:controller:foo")
+_PATH_SEGMENT_NAMED = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                 "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                 r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+             "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def name_errors(rt: ResourceType, name: str | None) -> list[FieldError]:
+    if not name:
+        return [FieldError("metadata.name", "Required value", "name or generateName is required")]
+    if rt.kind in _PATH_SEGMENT_NAMED:
+        if name in (".", "..") or "/" in name or "%" in name:
+            return [FieldError("metadata.name", "Invalid value", "may not contain '/' or '%'", name)]
+        return []
+    if rt.kind in _LABEL_NAMED:
+        if len(name) > 63 or not _DNS1123_LABEL.match(name):
+            return [FieldError("metadata.name", "Invalid value", LABEL_MSG, name)]
+        return []
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+        return [FieldError("metadata.name", "Invalid value", SUBDOMAIN_MSG, name)]
+    return []
+
+
+def _key_ok(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
+
+
+def metadata_errors(meta: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        return [FieldError("metadata.labels", "Invalid value", "must be a map of strings", labels)]
+    for key, value in labels.items():
+        if not _key_ok(key):
+            errors.append(FieldError("metadata.labels", "Invalid value", "name part must consist of alphanumeric "
+                                     "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                                     "character", key))
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            errors.append(FieldError("metadata.labels", "Invalid value", "a valid label must be an empty string or "
+                                     "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                                     "with an alphanumeric character", value))
+    annotations = meta.get("annotations") or {}
+    for key, value in annotations.items() if isinstance(annotations, dict) else ():
+        if not _key_ok(key):
+            errors.append(FieldError("metadata.annotations", "Invalid value", "name part must consist of "
+                                     "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                                     "alphanumeric character", key))
+        if not isinstance(value, str):
+            errors.append(FieldError(f"metadata.annotations[{key}]", "Invalid value", "must be a string", value))
+    finalizers = meta.get("finalizers") or []
+    for i, finalizer in enumerate(finalizers):
+        if not isinstance(finalizer, str) or not finalizer:
+            errors.append(FieldError(f"metadata.finalizers[{i}]", "Invalid value", "must be a non-empty string",
+                                     finalizer))
+    return errors
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    cur = obj
+    for part in dotted.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def immutable_errors(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    for path in rt.immutable:
+        before, after = _get(old, path), _get(new, path)
+        if rt.kind == "Service" and path == "spec.clusterIP" and not after:
+            continue  # an empty clusterIP on update keeps the allocated one
+        if before != after:
+            errors.append(FieldError(path, "Invalid value", "field is immutable", after))
+    return errors
+
+
+def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    errors: list[FieldError] = []
+    group, plural = spec.get("group"), names.get("plural")
+    if not group:
+        errors.append(FieldError("spec.group", "Required value", ""))
+    if not plural:
+        errors.append(FieldError("spec.names.plural", "Required value", ""))
+    if not names.get("kind"):
+        errors.append(FieldError("spec.names.kind", "Required value", ""))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errors.append(FieldError("spec.scope", "Unsupported value", 'supported values: "Cluster", "Namespaced"',
+                                 spec.get("scope")))
+    versions = spec.get("versions") or []
+    if not versions:
+        errors.append(FieldError("spec.versions", "Invalid value", "must have exactly one version marked as "
+                                 "storage version", versions))
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append(FieldError("spec.versions", "Invalid value", "must have exactly one version marked as "
+                                 "storage version", [v.get("name") for v in versions]))
+    if group and plural and obj["metadata"].get("name") != f"{plural}.{group}":
+        errors.append(FieldError("metadata.name", "Invalid value", 'must be spec.names.plural+"."+spec.group',
+                                 obj["metadata"].get("name")))
+    return errors
+
+
+def kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+    if rt.kind == "CustomResourceDefinition":
+        return crd_errors(obj)
+    if rt.kind in ("RoleBinding", "ClusterRoleBinding"):
+        ref = obj.get("roleRef") or {}
+        errors = []
+        if not ref.get("name"):
+            errors.append(FieldError("roleRef.name", "Required value", ""))
+        if ref.get("kind") not in ("Role", "ClusterRole"):
+            errors.append(FieldError("roleRef.kind", "Unsupported value", 'supported values: "ClusterRole", "Role"',
+                                     ref.get("kind")))
+        return errors
+    return []
+
+
+def validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """Raise 422 Invalid with every problem found in ``obj`` (and against ``old`` on update)."""
+    meta = obj.get("metadata") or {}
+    errors = name_errors(rt, meta.get("name")) if old is None else []
+    errors += metadata_errors(meta)
+    errors += kind_errors(rt, obj)
+    if old is not None:
+        errors += immutable_errors(rt, old, obj)
+        old_meta = old["metadata"]
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                errors.append(FieldError("metadata.finalizers", "Forbidden", "no new finalizers can be added if "
+                                         f"the object is being deleted, found new finalizers {added!r}"))
+    if errors:
+        raise invalid(rt.kind, rt.group, meta.get("name") or "", errors)
+
+
+def raise_invalid(rt: ResourceType, name: str, errors: list[FieldError]) -> ApiStatusError:
+    return invalid(rt.kind, rt.group, name, errors)

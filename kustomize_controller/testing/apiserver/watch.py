@@ -1,0 +1,156 @@
+"""Watch streams: newline-delimited JSON events over a chunked HTTP response.
+
+Contract:
+- ``resourceVersion`` unset or ``"0"``: one synthetic ADDED per current matching object, then live events.
+  ``resourceVersion=N``: every event after N (replayed from the bounded history), then live events; when N
+  is older than the history keeps, one ERROR event with a 410 ``Expired`` Status, then the stream ends.
+- ``sendInitialEvents=true`` (with ``resourceVersionMatch=NotOlderThan``): synthetic ADDED events, then a
+  BOOKMARK annotated ``k8s.io/initial-events-end: "true"``.
+- With selectors, an object that stops matching arrives as DELETED and one that starts matching as ADDED.
+- ``allowWatchBookmarks=true``: BOOKMARKs carrying the current global resourceVersion every
+  ``bookmark_interval`` seconds and once shortly (``min(2 s, timeout/2)``) before ``timeoutSeconds`` ends;
+  a bookmark is only sent when no event is pending, so resuming from it loses nothing.
+- The stream ends cleanly at ``timeoutSeconds`` (default: the server's ``watch_timeout``), when the
+  watcher is closed (fault injection, slow consumer, shutdown) or when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from .errors import gone_expired
+from .kinds import ResourceType
+from .objects import with_version
+from .selectors import FieldSelector, LabelSelector
+from .storage import Event, Storage
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    rt: ResourceType
+    namespace: str | None
+    resource_version: str
+    timeout: float
+    bookmarks: bool
+    labels: LabelSelector
+    fields: FieldSelector
+    send_initial_events: bool
+    bookmark_interval: float
+
+
+def _line(type_: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _matches(req: WatchRequest, obj: dict[str, Any] | None) -> bool:
+    if obj is None:
+        return False
+    return req.labels.matches(obj.get("metadata", {}).get("labels")) and req.fields.matches(obj)
+
+
+def _translate(req: WatchRequest, event: Event) -> tuple[str, dict[str, Any]] | None:
+    """The event as this watcher sees it through its selectors (None: not for this watcher)."""
+    if req.labels.empty and req.fields.empty:
+        return event.type, event.obj
+    now_matches = _matches(req, event.obj)
+    if event.type == "ADDED":
+        return ("ADDED", event.obj) if now_matches else None
+    if event.type == "DELETED":
+        return ("DELETED", event.obj) if now_matches or _matches(req, event.old) else None
+    was_matching = _matches(req, event.old)
+    if now_matches:
+        return ("MODIFIED" if was_matching else "ADDED"), event.obj
+    return ("DELETED", event.obj) if was_matching else None
+
+
+def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
+
+
+async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest) -> web.StreamResponse:
+    rt = req.rt
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
+                                                       "Cache-Control": "no-cache, private"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+
+    def accepts(event: Event) -> bool:
+        return _translate(req, event) is not None
+
+    since: int | None
+    synthetic = req.resource_version in ("", "0") or req.send_initial_events
+    if synthetic:
+        since = None
+    else:
+        try:
+            since = int(req.resource_version)
+        except ValueError:
+            await response.write(_line("ERROR", gone_expired(
+                f"invalid resource version: {req.resource_version!r}").body()))
+            return response
+    registered = storage.watch(rt.storage_key, req.namespace, since, accepts)
+    if registered is None:
+        await response.write(_line("ERROR", gone_expired(
+            f"too old resource version: {since} ({storage.oldest_watchable})").body()))
+        await response.write_eof()
+        return response
+    watcher, backlog = registered
+    try:
+        if synthetic:
+            initial = [obj for obj in storage.iterate(rt.storage_key, req.namespace) if _matches(req, obj)]
+            initial_rv = storage.resource_version
+            for obj in initial:
+                await response.write(_line("ADDED", with_version(obj, rt)))
+            if req.send_initial_events:
+                await response.write(_bookmark(rt, initial_rv, initial_end=True))
+        for event in backlog:
+            translated = _translate(req, event)
+            if translated is not None:
+                await response.write(_line(translated[0], with_version(translated[1], rt)))
+        await _pump(response, storage, watcher, req)
+        await response.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        if not watcher.closed:
+            watcher.close()
+        raise
+    finally:
+        storage.unwatch(watcher)
+    return response
+
+
+async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, req: WatchRequest) -> None:
+    start = time.monotonic()
+    deadline = start + req.timeout
+    final_bookmark_at = deadline - min(2.0, req.timeout / 2)
+    next_bookmark = min(start + req.bookmark_interval, final_bookmark_at)
+    final_sent = False
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        wake = deadline
+        if req.bookmarks and not final_sent:
+            wake = min(wake, next_bookmark)
+        try:
+            event = await asyncio.wait_for(watcher.queue.get(), timeout=max(0.0, wake - now))
+        except TimeoutError:
+            if req.bookmarks and watcher.queue.empty() and time.monotonic() >= next_bookmark and not final_sent:
+                await response.write(_bookmark(req.rt, storage.resource_version))
+                if next_bookmark >= final_bookmark_at:
+                    final_sent = True
+                next_bookmark = min(time.monotonic() + req.bookmark_interval, final_bookmark_at)
+            continue
+        if event is None:
+            return
+        translated = _translate(req, event)
+        if translated is not None:
+            await response.write(_line(translated[0], with_version(translated[1], req.rt)))

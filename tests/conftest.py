@@ -1,0 +1,156 @@
+"""Shared fixtures. ``cluster``: a Kubernetes API for one test.
+
+By default the embedded API server (``kustomize_controller.testing.apiserver``) is started for each test;
+with ``TEST_KUBECONFIG=/path/to/kubeconfig`` the tests run against that real cluster instead. Either way
+each test gets:
+
+- ``cluster.namespace``: a fresh namespace made for it (deleted afterwards on a real cluster);
+- the project's CRDs (``manifests/crd/bases/*.yaml``) and the Flux source CRDs
+  (``<repo>/../shared/reference/crds/source.toolkit.fluxcd.io_*.yaml``) installed and Established;
+- ``cluster.url``, ``cluster.token`` (None when a real kubeconfig authenticates otherwise),
+  ``cluster.kubeconfig_path``, ``cluster.server`` (the ``ApiServer``, None on a real cluster — tests that
+  need fault injection or history compaction skip then), and ``cluster.session()`` for plain aiohttp calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from ruamel.yaml import YAML
+
+from kustomize_controller.testing.apiserver import ApiServer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@dataclass
+class ClusterHandle:
+    kubeconfig_path: str
+    url: str
+    token: str | None
+    namespace: str
+    server: ApiServer | None
+    ssl_context: ssl.SSLContext | None = None
+    crds: list[str] = field(default_factory=list)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def session(self, **kwargs: Any) -> aiohttp.ClientSession:
+        """An aiohttp session with the base URL, credentials and TLS settings of this cluster."""
+        headers = {**self.headers(), **kwargs.pop("headers", {})}
+        connector = aiohttp.TCPConnector(ssl=self.ssl_context) if self.ssl_context else None
+        timeout = kwargs.pop("timeout", aiohttp.ClientTimeout(total=60))
+        return aiohttp.ClientSession(self.url, headers=headers, connector=connector, timeout=timeout, **kwargs)
+
+    def require_server(self) -> ApiServer:
+        """The embedded server; skips the test on a real cluster."""
+        if self.server is None:
+            pytest.skip("needs the embedded API server (fault injection / history control)")
+        return self.server
+
+
+def _crd_files() -> list[Path]:
+    files = sorted((REPO_ROOT / "manifests" / "crd" / "bases").glob("*.yaml"))
+    if not files:
+        files = sorted((SHARED / "reference" / "crds").glob("kustomize.toolkit.fluxcd.io_*.yaml"))
+    return files + sorted((SHARED / "reference" / "crds").glob("source.toolkit.fluxcd.io_*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def crd_documents() -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition the test cluster gets, parsed once per session."""
+    yaml = YAML(typ="safe")
+    docs: list[dict[str, Any]] = []
+    for path in _crd_files():
+        for doc in yaml.load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(json.loads(json.dumps(doc, default=str)))
+    return docs
+
+
+async def _install_crds(handle: ClusterHandle, crds: list[dict[str, Any]]) -> None:
+    async with handle.session() as http:
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            async with http.patch(
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+                params={"fieldManager": "test-fixture", "force": "true"},
+                data=json.dumps(crd),
+                headers={"Content-Type": "application/apply-patch+yaml"},
+            ) as resp:
+                if resp.status >= 300:
+                    raise RuntimeError(f"CustomResourceDefinition/{name}: install failed: {await resp.text()}")
+            handle.crds.append(name)
+        for name in handle.crds:
+            for _ in range(300):
+                async with http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") as resp:
+                    body = await resp.json()
+                conditions = (body.get("status") or {}).get("conditions") or []
+                if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise RuntimeError(f"CustomResourceDefinition/{name}: not Established after 30 s")
+
+
+async def _create_namespace(handle: ClusterHandle) -> None:
+    async with handle.session() as http, http.post(
+        "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": handle.namespace,
+                                                 "labels": {"kustomize-controller.test/ephemeral": "true"}}},
+    ) as resp:
+        if resp.status != 201:
+            raise RuntimeError(f"Namespace/{handle.namespace}: create failed: {await resp.text()}")
+
+
+async def _real_cluster(kubeconfig: str, namespace: str) -> ClusterHandle:
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    auth = (configuration.api_key or {}).get("authorization") or (configuration.api_key or {}).get("BearerToken")
+    token = auth.split(" ", 1)[1] if auth and " " in auth else auth
+    context: ssl.SSLContext | None = None
+    if configuration.host.startswith("https"):
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        if not configuration.verify_ssl:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if configuration.cert_file:
+            context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return ClusterHandle(kubeconfig_path=kubeconfig, url=configuration.host.rstrip("/"), token=token,
+                         namespace=namespace, server=None, ssl_context=context)
+
+
+@pytest.fixture
+async def cluster(crd_documents: list[dict[str, Any]]) -> AsyncIterator[ClusterHandle]:
+    namespace = f"t-{secrets.token_hex(5)}"
+    kubeconfig = os.environ.get("TEST_KUBECONFIG")
+    if kubeconfig:
+        handle = await _real_cluster(kubeconfig, namespace)
+        await _install_crds(handle, crd_documents)
+        await _create_namespace(handle)
+        try:
+            yield handle
+        finally:
+            async with handle.session() as http, http.delete(f"/api/v1/namespaces/{namespace}"):
+                pass
+        return
+    async with ApiServer() as server:
+        handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,
+                               namespace=namespace, server=server)
+        await _install_crds(handle, crd_documents)
+        await _create_namespace(handle)
+        yield handle
