@@ -89,13 +89,13 @@ def decrypt_value(text: str, key: bytes, aad: str) -> Scalar:
 
 
 def _restore(plain: bytes, datatype: str) -> Scalar:
+    # Errors are raised outside ``except`` blocks on purpose: a caught ValueError quotes the
+    # plaintext, and would stay reachable as ``__context__`` even with ``from None``.
     if datatype == "bytes":
         return plain
-    try:
-        text = plain.decode("utf-8")
-    except UnicodeDecodeError:
-        # from None: the UnicodeDecodeError carries the plaintext bytes.
-        raise SopsFormatError(f"decrypted value of type {datatype} is not valid UTF-8") from None
+    text = _utf8(plain)
+    if text is None:
+        raise SopsFormatError(f"decrypted value of type {datatype} is not valid UTF-8")
     if datatype in ("str", "time"):
         return text
     if datatype == "comment":
@@ -105,13 +105,10 @@ def _restore(plain: bytes, datatype: str) -> Scalar:
             raise SopsFormatError("decrypted value of type int is not a valid integer")
         return int(text)
     if datatype == "float":
-        try:
-            if "_" in text or text != text.strip():
-                raise ValueError("not a Go float")
-            return float(text)
-        except ValueError:
-            # from None: the ValueError quotes the plaintext.
-            raise SopsFormatError("decrypted value of type float is not a valid float") from None
+        number = _go_float(text)
+        if number is None:
+            raise SopsFormatError("decrypted value of type float is not a valid float")
+        return number
     if datatype == "bool":
         if text in _GO_TRUE:
             return True
@@ -119,6 +116,22 @@ def _restore(plain: bytes, datatype: str) -> Scalar:
             return False
         raise SopsFormatError("decrypted value of type bool is not a valid boolean")
     raise SopsFormatError(f"Unknown datatype: {datatype}")
+
+
+def _utf8(plain: bytes) -> str | None:
+    try:
+        return plain.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _go_float(text: str) -> float | None:
+    if "_" in text or text != text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def go_format_float(value: float) -> str:

@@ -54,17 +54,15 @@ class SourceWalker:
         self._decrypted: set[Path] = set()
 
     def _rel(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self._root)) or "."
-        except ValueError:
-            return str(path)
+        # Relative to the root, never the absolute temporary path of the artifact.
+        return os.path.relpath(os.path.normpath(path), self._root)
 
     def _confine(self, path: Path) -> Path:
         """The real path of ``path``, which must be inside the root."""
         absolute = path if path.is_absolute() else self._root / path
         real = Path(os.path.realpath(absolute))
         if real != self._root and self._root not in real.parents:
-            raise SourceError(f"path '{self._rel(Path(os.path.normpath(absolute)))}' resolves outside the root")
+            raise SourceError(f"path '{self._rel(absolute)}' resolves outside the root")
         return real
 
     def walk(self, directory: Path) -> None:
