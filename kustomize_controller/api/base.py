@@ -64,21 +64,38 @@ class ApiModel(BaseModel):
     )
 
     @model_serializer(mode="wrap")
-    def _omit_unset_defaults(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
+    def _omit_unset_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
+        defaults = _defaults_of(type(self))
+        if not defaults:
+            return data
         fields_set = self.model_fields_set
-        for name, field in type(self).model_fields.items():
-            if name in fields_set or field.is_required():
-                continue
-            # A default changed in place (``obj.status.observedGeneration = 3``) must be written.
-            if getattr(self, name) != field.get_default(call_default_factory=True):
+        for name, key, default in defaults:
+            # Written when set explicitly, or when a default was changed in place
+            # (``obj.status.observedGeneration = 3``, a list append).
+            if name in fields_set or getattr(self, name) != default:
                 continue
             # ``serialize_by_alias`` in the config wins over ``info.by_alias``; drop whichever key is there.
-            data.pop(field.alias or name, None)
+            data.pop(key, None)
             data.pop(name, None)
         return data
+
+
+def _defaults_of(model: type[ApiModel]) -> tuple[tuple[str, str, Any], ...]:
+    """(attribute, JSON name, default value) of the optional fields of ``model``, computed once.
+
+    Stored on the class itself; the default values are only compared with, never handed out, so one
+    shared instance per class is safe.
+    """
+    cached: tuple[tuple[str, str, Any], ...] | None = model.__dict__.get("_api_defaults")
+    if cached is None:
+        cached = tuple(
+            (name, field.alias or name, field.get_default(call_default_factory=True))
+            for name, field in model.model_fields.items()
+            if not field.is_required()
+        )
+        type.__setattr__(model, "_api_defaults", cached)
+    return cached
 
 
 def validate_strict(model: type[_M], obj: Any) -> _M:
@@ -130,6 +147,10 @@ def _quote(value: Any) -> str:
         return "null"
     if isinstance(value, int | float):
         return str(value)
+    if isinstance(value, dict):
+        return "{...}"
+    if isinstance(value, list | tuple):
+        return "[...]"
     return type(value).__name__
 
 
@@ -151,13 +172,9 @@ def _message(error: Any) -> str:
     if kind == "enum" or kind == "literal_error":
         return f"unsupported value {_quote(value)}: must be one of {ctx.get('expected')}"
     if kind == "string_too_short":
-        return (
-            f"invalid value {_quote(value)}: must have at least {_plural(ctx.get('min_length'), 'character')}"
-        )
+        return f"invalid value {_quote(value)}: must have at least {_plural(ctx.get('min_length'), 'character')}"
     if kind == "string_too_long":
-        return (
-            f"invalid value {_quote(value)}: must have at most {_plural(ctx.get('max_length'), 'character')}"
-        )
+        return f"invalid value {_quote(value)}: must have at most {_plural(ctx.get('max_length'), 'character')}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         msg: str = error["msg"]
         return f"invalid value {_quote(value)}: {msg[0].lower()}{msg[1:]}"

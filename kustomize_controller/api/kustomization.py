@@ -88,9 +88,7 @@ PLURAL: Final = "kustomizations"
 #: The effective timeout is never shorter than this, even when ``spec.timeout`` is.
 MIN_TIMEOUT: Final = timedelta(seconds=30)
 
-_KUBECONFIG_ONE_OF: Final = (
-    "exactly one of spec.kubeConfig.configMapRef or spec.kubeConfig.secretRef must be specified"
-)
+_KUBECONFIG_ONE_OF: Final = "exactly one of spec.kubeConfig.configMapRef or spec.kubeConfig.secretRef must be specified"
 
 
 def _check_duration(value: str) -> str:
@@ -328,9 +326,7 @@ class Kustomization(ApiModel):
 
     api_version: str = API_VERSION
     kind: str = KIND
-    metadata: ObjectMeta = Field(
-        default_factory=ObjectMeta, json_schema_extra={"x-crd-schema": {"type": "object"}}
-    )
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, json_schema_extra={"x-crd-schema": {"type": "object"}})
     # The API server accepts a Kustomization without spec; we do not (the controller cannot act on it),
     # so spec is required here but not in the CRD.
     spec: KustomizationSpec = Field(json_schema_extra={"x-crd-required": False})

@@ -274,9 +274,7 @@ class Condition(ApiModel):
     """The metadata.generation the condition was computed for."""
     last_transition_time: Time
     """When status, reason or message last changed."""
-    reason: Annotated[
-        str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    ]
+    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
     """Machine-readable CamelCase reason of the last transition."""
     message: Annotated[str, Field(max_length=32768)]
     """Human-readable details; may be empty."""
