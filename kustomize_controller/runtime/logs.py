@@ -39,8 +39,9 @@ LEVELS = {
 
 
 def get_logger(name: str, **initial: Any) -> Any:
-    """A lazy structlog logger whose lines carry ``logger=<name>``."""
-    return structlog.get_logger(logger=name, **initial)
+    """A lazy structlog logger whose lines carry ``logger=<name>`` (kept as ``logger_name`` in the
+    event dict: ``logger`` is a reserved argument of structlog's ``get_logger``)."""
+    return structlog.get_logger(logger_name=name, **initial)
 
 
 def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -66,7 +67,7 @@ def _flux_shape(_: Any, __: str, event: MutableMapping[str, Any]) -> dict[str, A
         "level": event.pop("level", "info"),
         "ts": event.pop("ts", ""),
     }
-    logger = event.pop("logger", None)
+    logger = event.pop("logger_name", None) or event.pop("logger", None)
     if logger:
         ordered["logger"] = logger
     ordered["msg"] = event.pop("event", "")

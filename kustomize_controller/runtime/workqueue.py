@@ -219,7 +219,7 @@ class WorkQueue(Generic[K]):
             if next_ready is None:
                 await self._delays_changed.wait()
                 continue
-            sleeper = asyncio.ensure_future(self._clock.sleep(next_ready - self._clock.monotonic()))
+            sleeper = asyncio.ensure_future(self._sleep_until(next_ready))
             changed = asyncio.ensure_future(self._delays_changed.wait())
             try:
                 await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
@@ -228,6 +228,11 @@ class WorkQueue(Generic[K]):
                 changed.cancel()
         self._heap.clear()
         self._waiting.clear()
+
+    async def _sleep_until(self, deadline: float) -> None:
+        # the delay is computed when the sleeper starts, not when it was scheduled, so time that
+        # passed in between (a fake clock stepped meanwhile) is not added to the deadline
+        await self._clock.sleep(deadline - self._clock.monotonic())
 
     # --------------------------------------------------------------------------- rate-limited queue
 

@@ -1,0 +1,214 @@
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kustomize_controller.runtime.clock import FakeClock
+from kustomize_controller.runtime.ratelimit import ItemExponentialRateLimiter
+from kustomize_controller.runtime.workqueue import QueueShutDown, WorkQueue
+
+KEYS = st.sampled_from(["a", "b", "c", "d"])
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), KEYS),
+        st.tuples(st.just("get"), st.just("")),
+        st.tuples(st.just("done"), st.integers(0, 3)),
+        st.tuples(st.just("add_after"), KEYS, st.floats(0, 5)),
+        st.tuples(st.just("advance"), st.floats(0, 3)),
+    ),
+    max_size=60,
+)
+
+
+async def _get_now(q: WorkQueue[str]) -> str:
+    return await asyncio.wait_for(q.get(), 1)
+
+
+async def _scenario(ops: list[tuple]) -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock, name="t")
+    pump = asyncio.create_task(q.run())
+    held: list[str] = []  # keys handed out and not done, in hand-out order
+    needs_run: set[str] = set()  # keys added (and ready) since their last hand-out
+    runs_after_add: dict[str, int] = {}
+    for op in ops:
+        kind = op[0]
+        if kind == "add":
+            q.add(op[1])
+            needs_run.add(op[1])
+        elif kind == "add_after":
+            q.add_after(op[1], op[2])
+        elif kind == "advance":
+            await clock.advance(op[1])
+        elif kind == "get" and len(q):
+            key = await _get_now(q)
+            assert key not in held, "a key was handed out twice at once"
+            held.append(key)
+            needs_run.discard(key)
+        elif kind == "done" and held:
+            key = held.pop(op[1] % len(held))
+            q.done(key)
+        # the queue never holds a key twice, nor a key that is being processed
+        queued = list(q._queue)
+        assert len(queued) == len(set(queued))
+        assert not set(queued) & set(held)
+        # a key that must run again and is not being processed is queued
+        for key in needs_run - set(held):
+            assert key in queued
+    # drain: finish everything, release every delay, and run what is left
+    for key in held:
+        q.done(key)
+    await clock.advance(10)
+    processed: list[str] = []
+    while len(q):
+        key = await _get_now(q)
+        processed.append(key)
+        q.done(key)
+    assert needs_run <= set(processed), "a key added was never run"
+    assert len(processed) == len(set(processed)), "a key ran twice although it was added once"
+    del runs_after_add
+    q.shut_down()
+    await pump
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_queue_properties(ops: list[tuple]) -> None:
+    asyncio.run(_scenario(ops))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 5))
+def test_readd_during_processing_gives_exactly_one_more_run(readds: int) -> None:
+    async def scenario() -> None:
+        q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+        q.add("k")
+        assert await q.get() == "k"
+        for _ in range(readds):
+            q.add("k")
+        assert len(q) == 0  # not handed out again while processing
+        q.done("k")
+        assert await q.get() == "k"
+        q.done("k")
+        assert len(q) == 0
+
+    asyncio.run(scenario())
+
+
+async def test_fifo_and_dedup() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    for k in ["a", "b", "a", "c", "b"]:
+        q.add(k)
+    assert [await q.get() for _ in range(3)] == ["a", "b", "c"]
+
+
+async def test_getters_are_woken_in_order() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    t1 = asyncio.create_task(q.get())
+    t2 = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("x")
+    q.add("y")
+    assert (await t1, await t2) == ("x", "y")
+
+
+async def test_cancelled_getter_passes_its_wakeup_on() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    t1 = asyncio.create_task(q.get())
+    t2 = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("x")
+    t1.cancel()
+    assert await asyncio.wait_for(t2, 1) == "x"
+
+
+async def test_shutdown_drains_queued_keys_then_raises() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    q.add("a")
+    q.add("b")
+    q.shut_down()
+    q.add("c")  # ignored
+    assert [await q.get(), await q.get()] == ["a", "b"]
+    with pytest.raises(QueueShutDown):
+        await q.get()
+
+
+async def test_shutdown_wakes_blocked_getters() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.shut_down()
+    with pytest.raises(QueueShutDown):
+        await getter
+
+
+async def test_shutdown_discarding_queued_keys() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    q.add("a")
+    q.add("b")
+    assert await q.get() == "a"
+    q.add("a")  # dirty while processing
+    q.shut_down(discard_queued=True)
+    q.done("a")
+    with pytest.raises(QueueShutDown):
+        await q.get()
+
+
+async def test_shutdown_with_drain_waits_for_processing() -> None:
+    q: WorkQueue[str] = WorkQueue(clock=FakeClock())
+    q.add("a")
+    await q.get()
+    drain = asyncio.create_task(q.shut_down_with_drain())
+    await asyncio.sleep(0)
+    assert not drain.done()
+    q.done("a")
+    await asyncio.wait_for(drain, 1)
+
+
+async def test_delayed_adds_become_ready_in_deadline_order() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    pump = asyncio.create_task(q.run())
+    q.add_after("late", 3)
+    q.add_after("early", 1)
+    q.add_after("mid", 2)
+    q.add_after("now", 0)
+    await asyncio.sleep(0)
+    assert list(q._queue) == ["now"]
+    await clock.advance(1)
+    assert list(q._queue) == ["now", "early"]
+    await clock.advance(5)
+    assert list(q._queue) == ["now", "early", "mid", "late"]
+    q.shut_down()
+    await pump
+
+
+async def test_delayed_add_keeps_the_earlier_deadline() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    pump = asyncio.create_task(q.run())
+    q.add_after("k", 10)
+    q.add_after("k", 2)
+    q.add_after("k", 5)
+    assert q.ready_at("k") == clock.monotonic() + 2
+    await clock.advance(2)
+    assert list(q._queue) == ["k"] and q.waiting == 0
+    q.shut_down()
+    await pump
+
+
+async def test_rate_limited_adds_back_off_and_forget_resets() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock, rate_limiter=ItemExponentialRateLimiter(base_delay=1, max_delay=8))
+    start = clock.monotonic()
+    delays = []
+    for _ in range(5):
+        q.add_rate_limited("k")
+        delays.append(q.ready_at("k") - start)  # type: ignore[operator]
+        q._waiting.clear()
+        q._heap.clear()
+    assert delays == [1, 2, 4, 8, 8]
+    assert q.num_requeues("k") == 5
+    q.forget("k")
+    assert q.num_requeues("k") == 0
