@@ -23,7 +23,8 @@ Contract (what upstream's code does — where its README says otherwise the code
 - ``${#v}`` and ``${v:n:len}`` count UTF-8 bytes, like upstream; a cut inside a multi-byte
   character is decoded with U+FFFD. The glob trims and case mappings work on code points.
 
-Not promised: upstream's treatment of a NUL character as end of input.
+Not promised: upstream's treatment of a NUL character as end of input; a negative substring
+length (upstream panics) is an EnvsubstError here.
 """
 
 from __future__ import annotations
@@ -428,6 +429,9 @@ def _substr(s: str, args: list[str]) -> str:
     length = _atoi(args[1])
     if length is None:
         return s
+    if length < 0:
+        # Upstream slices s[pos:pos+length] and panics; fail cleanly instead.
+        raise EnvsubstError(f"{BAD_SUBSTITUTION}: negative substring length {length}")
     if pos + length >= size:
         return raw[pos:].decode(errors="replace") if pos < size else ""
     return raw[pos : pos + length].decode(errors="replace")

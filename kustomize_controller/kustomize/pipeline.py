@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kustomize_controller.kustomize.build import KustomizeBuilder
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
     DecryptionError,
@@ -69,6 +68,12 @@ class Decryptor(Protocol):
 
     def decrypt_object(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Return the object decrypted (or unchanged); called once per built object."""
+
+
+class Builder(Protocol):
+    """Runs kustomize on a directory (see :class:`~.build.KustomizeBuilder`)."""
+
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +170,7 @@ class BuildPipeline:
     def __init__(
         self,
         *,
-        builder: KustomizeBuilder,
+        builder: Builder,
         workspace: Workspace,
         fetcher: ArtifactFetcher | None = None,
         max_extract_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
@@ -303,6 +308,7 @@ __all__ = [
     "BuildOptions",
     "BuildPipeline",
     "BuildResult",
+    "Builder",
     "Checkout",
     "CommonMetadata",
     "Decryptor",

@@ -101,7 +101,7 @@ def test_escaping_the_root_is_refused(decryptor: SopsDecryptor, tmp_path: Path) 
     (root / "kustomization.yaml").write_text("secretGenerator:\n- name: s\n  envs: [../outside.env]\n")
     with pytest.raises(DecryptionError) as info:
         decryptor.decrypt_sources(root, root)
-    assert str(info.value) == "error decrypting sources: path '../outside.env' resolves outside the root"
+    assert str(info.value) == "path '../outside.env' resolves outside the root"
     assert outside.read_bytes() == fixture("envs/env.env")
 
 
@@ -133,7 +133,7 @@ def test_missing_source_file(decryptor: SopsDecryptor, tmp_path: Path) -> None:
     (root / "kustomization.yaml").write_text("secretGenerator:\n- name: s\n  files: [k=nope.txt]\n")
     with pytest.raises(DecryptionError) as info:
         decryptor.decrypt_sources(root, root)
-    assert str(info.value) == "error decrypting sources: lstat nope.txt: no such file or directory"
+    assert str(info.value) == "lstat nope.txt: no such file or directory"
 
 
 def test_directory_without_kustomization_file(decryptor: SopsDecryptor, tmp_path: Path) -> None:
@@ -153,9 +153,7 @@ def test_size_limit(tmp_path: Path) -> None:
     keys = {"a.agekey": fixture("keys/age.txt")}
     with SopsDecryptor.from_secret_data(keys, max_file_size=100) as dec, pytest.raises(DecryptionError) as info:
         dec.decrypt_sources(root, root)
-    assert str(info.value) == (
-        f"error decrypting sources: cannot decrypt file 'env.env' with size ({size} bytes) exceeding limit (100)"
-    )
+    assert str(info.value) == (f"cannot decrypt file 'env.env' with size ({size} bytes) exceeding limit (100)")
 
 
 def test_tampered_source_fails_with_file_name(decryptor: SopsDecryptor, tmp_path: Path) -> None:
@@ -165,7 +163,7 @@ def test_tampered_source_fails_with_file_name(decryptor: SopsDecryptor, tmp_path
     (root / "kustomization.yaml").write_text("patches:\n- path: p.yaml\n")
     with pytest.raises(SopsIntegrityError) as info:
         decryptor.decrypt_sources(root, root)
-    assert str(info.value).startswith("error decrypting sources: 'p.yaml': failed to verify sops data integrity")
+    assert str(info.value).startswith("'p.yaml': failed to verify sops data integrity")
     assert (root / "p.yaml").read_bytes() != b""  # nothing half-written
 
 

@@ -1,0 +1,179 @@
+"""Safe extraction (tar attacks and limits) and the temp workspace."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kustomize_controller.kustomize.errors import ExtractError
+from kustomize_controller.kustomize.extract import Workspace, extract_tarball
+
+
+def make_tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            else:
+                tar.addfile(info)
+    return path
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, **attrs: object) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    for k, v in attrs.items():
+        setattr(info, k, v)
+    return info
+
+
+def snapshot(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    dest = tmp_path / "sandbox" / "dest"
+    dest.mkdir(parents=True)
+    return tmp_path, dest
+
+
+def test_regular_files_and_dirs_are_extracted(dirs: tuple[Path, Path]) -> None:
+    tmp, dest = dirs
+    archive = make_tar(
+        tmp / "a.tgz",
+        [
+            (entry("./app", tarfile.DIRTYPE), None),
+            (entry("./app/cm.yaml"), b"kind: ConfigMap\n"),
+            (entry("deep/nested/run.sh", mode=0o755), b"#!/bin/sh\n"),
+        ],
+    )
+    assert extract_tarball(archive, dest) == 2
+    assert (dest / "app" / "cm.yaml").read_bytes() == b"kind: ConfigMap\n"
+    assert os.stat(dest / "deep" / "nested" / "run.sh").st_mode & 0o111
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("../escape.yaml", "illegal path in archive: '../escape.yaml'"),
+        ("app/../../escape.yaml", "illegal path in archive"),
+        ("/etc/cron.d/evil", "absolute path in archive: '/etc/cron.d/evil'"),
+        ("C:\\evil", "absolute path in archive"),
+    ],
+)
+def test_escaping_names_are_refused(dirs: tuple[Path, Path], name: str, message: str) -> None:
+    tmp, dest = dirs
+    before = snapshot(tmp)
+    archive = make_tar(tmp / "a.tgz", [(entry(name), b"evil")])
+    before.add("a.tgz")
+    with pytest.raises(ExtractError, match=message.replace("\\", "\\\\")):
+        extract_tarball(archive, dest)
+    assert snapshot(tmp) == before
+
+
+def test_symlinks_and_hardlinks_are_skipped(dirs: tuple[Path, Path]) -> None:
+    tmp, dest = dirs
+    archive = make_tar(
+        tmp / "a.tgz",
+        [
+            (entry("link", tarfile.SYMTYPE, linkname="/etc"), None),
+            (entry("hard", tarfile.LNKTYPE, linkname="/etc/passwd"), None),
+            (entry("link/passwd"), b"overwrite through the link"),
+            (entry("ok.yaml"), b"ok"),
+        ],
+    )
+    extract_tarball(archive, dest)
+    assert not (dest / "link").is_symlink()
+    assert not (dest / "hard").exists()
+    assert (dest / "link" / "passwd").read_bytes() == b"overwrite through the link"  # a plain dir now
+    assert (dest / "ok.yaml").exists()
+
+
+@pytest.mark.parametrize("kind", [tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE])
+def test_devices_and_fifos_are_refused(dirs: tuple[Path, Path], kind: bytes) -> None:
+    tmp, dest = dirs
+    archive = make_tar(tmp / "a.tgz", [(entry("dev", kind), None)])
+    with pytest.raises(ExtractError, match="device or fifo entry in archive: 'dev'"):
+        extract_tarball(archive, dest)
+
+
+def test_gzip_bomb_stops_at_the_byte_limit(dirs: tuple[Path, Path]) -> None:
+    tmp, dest = dirs
+    size = 64 << 20
+    info = entry("zeros.bin")
+    info.size = size
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+
+        class Zeros:
+            left = size
+
+            def read(self, n: int = -1) -> bytes:
+                n = self.left if n < 0 else min(n, self.left)
+                self.left -= n
+                return bytes(n)
+
+        tar.addfile(info, Zeros())  # type: ignore[arg-type]
+    archive = tmp / "bomb.tgz"
+    archive.write_bytes(raw.getvalue())
+    assert archive.stat().st_size < size // 100
+    with pytest.raises(ExtractError, match="extracted size exceeds the limit of 8388608 bytes"):
+        extract_tarball(archive, dest, max_bytes=8 << 20)
+    assert (dest / "zeros.bin").stat().st_size <= 8 << 20
+
+
+def test_entry_count_limit(dirs: tuple[Path, Path]) -> None:
+    tmp, dest = dirs
+    archive = make_tar(tmp / "a.tgz", [(entry(f"f{i}"), b"x") for i in range(20)])
+    with pytest.raises(ExtractError, match="more than 10 entries"):
+        extract_tarball(archive, dest, max_entries=10)
+
+
+@pytest.mark.parametrize("content", [b"not a gzip at all", gzip.compress(b"not a tar" * 100)])
+def test_corrupt_archives_are_errors(dirs: tuple[Path, Path], content: bytes) -> None:
+    tmp, dest = dirs
+    (tmp / "bad.tgz").write_bytes(content)
+    with pytest.raises(ExtractError, match="failed to extract archive"):
+        extract_tarball(tmp / "bad.tgz", dest)
+
+
+def test_file_over_directory_is_an_error(dirs: tuple[Path, Path]) -> None:
+    tmp, dest = dirs
+    archive = make_tar(tmp / "a.tgz", [(entry("a"), b"file"), (entry("a/b"), b"under a file")])
+    with pytest.raises(ExtractError):
+        extract_tarball(archive, dest)
+
+
+async def test_workspace_tempdir_is_removed_even_on_error(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    with pytest.raises(RuntimeError):
+        async with ws.tempdir() as d:
+            (d / "file").write_text("x")
+            assert d.name.startswith(f"kustomization-{os.getpid()}-")
+            raise RuntimeError("boom")
+    assert list((tmp_path / "ws").iterdir()) == []
+
+
+def test_sweep_removes_only_dirs_of_dead_processes(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    mine = ws.create()
+    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, check=True, text=True).stdout.strip()
+    dead = tmp_path / "ws" / f"kustomization-{dead_pid}-abc"
+    dead.mkdir()
+    (dead / "leftover").write_text("x")
+    alive = tmp_path / "ws" / "kustomization-1-abc"  # pid 1 is always alive
+    alive.mkdir()
+    unrelated = tmp_path / "ws" / "something-else"
+    unrelated.mkdir()
+    assert ws.sweep() == [dead]
+    assert mine.exists() and alive.exists() and unrelated.exists() and not dead.exists()
