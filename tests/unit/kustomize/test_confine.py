@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_symlinked_directory_pointing_out_is_refused(layout: tuple[Path, Path]) 
     root, outside = layout
     (root / "linked").symlink_to(outside)
     kustomize(root, "resources: [../linked]\n")
-    with pytest.raises(ConfinementError, match="'resources' entry '../linked' resolves outside"):
+    with pytest.raises(ConfinementError, match=re.escape("'resources' entry '../linked' resolves outside")):
         check(root)
 
 
@@ -95,7 +96,7 @@ def test_symlinked_file_pointing_out_is_refused(layout: tuple[Path, Path]) -> No
     root, outside = layout
     (root / "app" / "data.txt").symlink_to(outside / "token")
     kustomize(root, "configMapGenerator:\n- name: x\n  files: [data.txt]\n")
-    with pytest.raises(ConfinementError, match="'configMapGenerator.files' entry 'data.txt'"):
+    with pytest.raises(ConfinementError, match=re.escape("'configMapGenerator.files' entry 'data.txt'")):
         check(root)
 
 
@@ -160,7 +161,7 @@ def test_remote_components_and_transformers_refused_when_disabled(layout: tuple[
 def test_helm_and_plugins_are_refused(layout: tuple[Path, Path], text: str, expected: str) -> None:
     root, _ = layout
     kustomize(root, text)
-    with pytest.raises(ConfinementError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfinementError, match=re.escape(expected)):
         check(root)
 
 
