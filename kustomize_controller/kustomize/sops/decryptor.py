@@ -2,8 +2,8 @@
 
 Contract:
 - ``decrypt_sources(root, kustomization_dir)``: before ``kustomize build``, decrypts in place the
-  generator sources and patch files reachable from ``kustomization_dir`` (see ``sources.py``);
-  errors read ``error decrypting sources: …``. The MAC of every file is verified.
+  generator sources and patch files reachable from ``kustomization_dir`` (see ``sources.py``).
+  The MAC of every file is verified.
 - ``decrypt_object(obj)``: after the build, per object; returns a new object, never mutates the
   input. Skipped (returned as is) when annotated ``kustomize.toolkit.fluxcd.io/decrypt:
   disabled`` (value case-insensitive). An object with a top-level ``sops`` block holding a
@@ -11,8 +11,11 @@ Contract:
   legitimately changed unencrypted fields (names, namespace, labels) and key order. Otherwise a
   ``Secret``'s ``data`` values (base64) and ``stringData`` values that are SOPS documents
   (detected by marker) are decrypted, read in the detected store and written in the store named
-  by the key's extension; their MAC is verified. Errors read ``decryption failed for
-  '<Kind.version.group>/<name>': …`` as upstream.
+  by the key's extension; their MAC is verified.
+- Messages carry upstream's inner context (``failed to decrypt and format '<ns>/<name>' <Kind>
+  data: …``, ``… Secret field '<key>': …``, ``'<file>': …``) but not the outer one: the build
+  pipeline prefixes ``error decrypting sources: `` and ``decryption failed for
+  '<Kind.version.group>/<name>': `` (``pipeline.Decryptor``'s contract).
 - Limits: 5 MiB per encrypted file or embedded document.
 - Keys come from the constructor; ``close()`` (or ``with``) removes the temporary GNUPGHOME.
 - No log line, exception or condition message carries a key or a plaintext.
@@ -25,7 +28,7 @@ import binascii
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kustomize_controller.kustomize.sops.document import decrypt_bytes, decrypt_mapping
 from kustomize_controller.kustomize.sops.errors import SopsError
@@ -118,10 +121,7 @@ class SopsDecryptor:
 
     def decrypt_sources(self, root: Path, kustomization_dir: Path) -> None:
         walker = SourceWalker(root, decrypt=self._decrypt_file, max_file_size=self._max_file_size)
-        try:
-            walker.walk(kustomization_dir if kustomization_dir.is_absolute() else root / kustomization_dir)
-        except SopsError as err:
-            raise type(err)(f"error decrypting sources: {err}") from None
+        walker.walk(kustomization_dir if kustomization_dir.is_absolute() else root / kustomization_dir)
 
     def _decrypt_file(self, data: bytes, fmt: Format) -> bytes:
         return decrypt_bytes(data, fmt, fmt, keyring=self._keyring, verify_mac=self._verify_mac)
@@ -132,16 +132,13 @@ class SopsDecryptor:
         if is_decryption_disabled(obj):
             return obj
         name, namespace, kind = _meta(obj, "name"), _meta(obj, "namespace"), obj.get("kind")
-        try:
-            if is_sops_encrypted(obj):
-                try:
-                    return decrypt_mapping(obj, keyring=self._keyring, verify_mac=False)
-                except SopsError as err:
-                    raise type(err)(f"failed to decrypt and format '{namespace}/{name}' {kind} data: {err}") from None
-            if kind == "Secret":
-                return self._decrypt_secret_fields(obj, name=name, namespace=namespace)
-        except SopsError as err:
-            raise type(err)(f"decryption failed for '{gvk_string(obj)}/{name}': {err}") from None
+        if is_sops_encrypted(obj):
+            try:
+                return decrypt_mapping(obj, keyring=self._keyring, verify_mac=False)
+            except SopsError as err:
+                raise type(err)(f"failed to decrypt and format '{namespace}/{name}' {kind} data: {err}") from None
+        if kind == "Secret":
+            return self._decrypt_secret_fields(obj, name=name, namespace=namespace)
         return obj
 
     def _decrypt_secret_fields(self, obj: dict[str, Any], *, name: str, namespace: str) -> dict[str, Any]:
@@ -183,3 +180,10 @@ class SopsDecryptor:
                 f"cannot decrypt document with size ({len(raw)} bytes) exceeding limit ({self._max_file_size})"
             )
         return decrypt_bytes(raw, input_format, output_format, keyring=self._keyring, verify_mac=self._verify_mac)
+
+
+if TYPE_CHECKING:
+    from kustomize_controller.kustomize.pipeline import Decryptor
+
+    def _conforms(decryptor: SopsDecryptor) -> Decryptor:
+        return decryptor  # mypy checks SopsDecryptor against the pipeline's Protocol

@@ -9,7 +9,7 @@
                                        (KMS, Vault, post-quantum age, age plugins)
 
 All of them are terminal for the reconcile that hit them: retrying with the same inputs gives the
-same answer. ``SopsDecryptor`` raises them with the full user-facing message
+same answer. The build pipeline re-raises them as ``DecryptionError`` with its prefix
 (``decryption failed for '<gvk>/<name>': …`` / ``error decrypting sources: …``).
 """
 
