@@ -167,9 +167,7 @@ def compile_expression(source: str) -> CelExpression:
     except Exception as exc:  # ValueError for parse errors; be defensive about others
         detail = str(exc).replace(f"Failed to parse expression '{source}': ", "")
         raise CelCompileError(f"failed to parse the CEL expression '{source}': {detail}") from exc
-    unknown = sorted(
-        name for name in program.functions() if not _is_operator(name) and name not in _KNOWN_FUNCTIONS
-    )
+    unknown = sorted(name for name in program.functions() if not _is_operator(name) and name not in _KNOWN_FUNCTIONS)
     if unknown:
         raise CelCompileError(
             f"failed to parse the CEL expression '{source}': unsupported function(s) "
@@ -185,11 +183,11 @@ class BoolExpression:
     expression: CelExpression
     variables: tuple[str, ...]
 
-    def __call__(self, **values: Any) -> bool:
-        missing = [v for v in self.variables if v not in values]
+    def evaluate(self, variables: Mapping[str, Any]) -> bool:
+        missing = [v for v in self.variables if v not in variables]
         if missing:
             raise CelEvaluationError(f"missing CEL variable(s): {', '.join(missing)}")
-        return self.expression.evaluate_bool(values)
+        return self.expression.evaluate_bool(variables)
 
 
 def compile_bool_expression(source: str, *, variables: Iterable[str]) -> BoolExpression:
@@ -267,9 +265,7 @@ def build_status_readers(specs: Iterable[HealthCheckExprSpec] | None) -> CelStat
         key = (group, spec.kind or "")
         if key in evaluators:
             shown = f"{spec.kind}.{group}" if spec.kind else group
-            raise InvalidCELExpressionError(
-                f"duplicate custom health check for GroupKind {shown} at healthchecks[{i}]"
-            )
+            raise InvalidCELExpressionError(f"duplicate custom health check for GroupKind {shown} at healthchecks[{i}]")
         try:
             if not spec.current:
                 raise CelCompileError("expression Current not specified")

@@ -15,9 +15,7 @@ PatchType = Literal["merge", "json", "strategic", "apply"]
 
 
 class ReadClient(Protocol):
-    async def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any]: ...
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
 
     async def list(
         self,

@@ -216,9 +216,7 @@ def resolve_ignored_drift(
         if _owned_by_other_apply_manager(live, segments, field_manager, applies):
             result.append(DriftResolution(path=path, action=DriftAction.STRIP))
         else:
-            result.append(
-                DriftResolution(path=path, action=DriftAction.ADOPT, value=live_value, present=live_found)
-            )
+            result.append(DriftResolution(path=path, action=DriftAction.ADOPT, value=live_value, present=live_found))
     return result
 
 
@@ -259,9 +257,7 @@ def _walk(fields: dict[str, Any], segments: list[str]) -> dict[str, Any] | None:
     return cur if isinstance(cur, dict) else None
 
 
-def _fields_segments(
-    obj: Object, segments: list[str], applies: list[tuple[str, dict[str, Any]]]
-) -> list[str] | None:
+def _fields_segments(obj: Object, segments: list[str], applies: list[tuple[str, dict[str, Any]]]) -> list[str] | None:
     """JSON-pointer segments → fieldsV1 keys (``f:name``; list items by their ``k:{...}`` key)."""
     out: list[str] = []
     obj_path: list[str] = []

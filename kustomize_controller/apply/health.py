@@ -101,9 +101,7 @@ def _is_transient_pod_failure(pod: Mapping[str, Any]) -> bool:
 class StatusPoller:
     """Reads the status of one object at a time (see module contract)."""
 
-    def __init__(
-        self, *, client: ReadClient, clock: Clock, readers: CelStatusReaders | None = None
-    ) -> None:
+    def __init__(self, *, client: ReadClient, clock: Clock, readers: CelStatusReaders | None = None) -> None:
         self._client = client
         self._clock = clock
         self._readers = readers
@@ -120,11 +118,7 @@ class StatusPoller:
             result = self._compute(obj, ref)
         except (KStatusError, CelEvaluationError) as exc:
             return ResourceStatus(target, Status.UNKNOWN, error=str(exc))
-        if (
-            result.status is Status.IN_PROGRESS
-            and ref.group == "apps"
-            and ref.kind in ("ReplicaSet", "StatefulSet")
-        ):
+        if result.status is Status.IN_PROGRESS and ref.group == "apps" and ref.kind in ("ReplicaSet", "StatefulSet"):
             failed = await self._failed_pods(obj, ref)
             if failed:
                 return ResourceStatus(target, Status.FAILED, f"{failed} pods have failed")

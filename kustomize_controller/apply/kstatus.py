@@ -124,10 +124,7 @@ def _generic(obj: Object) -> StatusResult | None:
     if generation is not None:
         observed = _strict_int(obj, "status.observedGeneration")
         if observed is not None and observed != generation:
-            message = (
-                f"{obj.get('kind', '')} generation is {generation}, "
-                f"but latest observed generation is {observed}"
-            )
+            message = f"{obj.get('kind', '')} generation is {generation}, but latest observed generation is {observed}"
             return _in_progress("LatestGenerationNotObserved", message)
     for cond in conditions(obj):
         if cond.get("type") == "Reconciling" and cond.get("status") == "True":

@@ -114,9 +114,7 @@ def strip_invalid_ca_bundle(obj: Object) -> None:
     """Remove a CRD conversion webhook ``caBundle`` that is not base64 PEM (rejected since k8s 1.31)."""
     if not is_crd(obj):
         return
-    client_config = (((obj.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get(
-        "clientConfig"
-    )
+    client_config = (((obj.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig")
     if not isinstance(client_config, dict):
         return
     bundle = client_config.get("caBundle")
@@ -177,9 +175,7 @@ class ResourceManager:
         await self._apply_stage(stages.rest, options, change_set)
         return change_set
 
-    async def _apply_stage(
-        self, objects: Sequence[Object], options: ApplyOptions, so_far: ChangeSet
-    ) -> ChangeSet:
+    async def _apply_stage(self, objects: Sequence[Object], options: ApplyOptions, so_far: ChangeSet) -> ChangeSet:
         try:
             stage_cs = await self.apply_all(objects, options)
         except ApplyEngineError as exc:
@@ -247,9 +243,7 @@ class ResourceManager:
         strip_invalid_ca_bundle(desired)
         live = await self._get_live(plan.ref, str(desired.get("apiVersion") or ""))
         plan.live = live
-        if any_in_metadata(desired, options.exclusion_selector) or any_in_metadata(
-            live, options.exclusion_selector
-        ):
+        if any_in_metadata(desired, options.exclusion_selector) or any_in_metadata(live, options.exclusion_selector):
             plan.entry = ChangeSetEntry.for_object(live if live else desired, Action.SKIPPED)
             return
         if live is not None and any_in_metadata(desired, options.if_not_present_selector):
@@ -317,9 +311,7 @@ class ResourceManager:
         try:
             dry_run = await self._dry_run(desired)
         except KubeError as exc:
-            raise DryRunError(
-                dry_run_error_message(ref, exc), change_set=ChangeSet(list(done.entries))
-            ) from exc
+            raise DryRunError(dry_run_error_message(ref, exc), change_set=ChangeSet(list(done.entries))) from exc
         self._plan_from_dry_run(plan, dry_run, options)
 
     async def _write(self, plan: _Plan, done: ChangeSet) -> None:

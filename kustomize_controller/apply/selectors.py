@@ -15,6 +15,7 @@ Where each selector is looked up (as upstream):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from kustomize_controller.apply.objects import Object, get_annotations, get_labels
 
@@ -35,11 +36,13 @@ SSA_IGNORE = "Ignore"
 
 Selector = Mapping[str, str]
 
-EXCLUSION_SELECTOR: Selector = {RECONCILE_KEY: DISABLED, SSA_KEY: SSA_IGNORE}
-IF_NOT_PRESENT_SELECTOR: Selector = {SSA_KEY: SSA_IF_NOT_PRESENT}
-FORCE_SELECTOR: Selector = {FORCE_KEY: ENABLED}
-CLEANUP_EXCLUSION_SELECTOR: Selector = {SSA_KEY: SSA_MERGE}
-PRUNE_EXCLUSION_SELECTOR: Selector = {PRUNE_KEY: DISABLED, RECONCILE_KEY: DISABLED, SSA_KEY: SSA_IGNORE}
+EXCLUSION_SELECTOR: Selector = MappingProxyType({RECONCILE_KEY: DISABLED, SSA_KEY: SSA_IGNORE})
+IF_NOT_PRESENT_SELECTOR: Selector = MappingProxyType({SSA_KEY: SSA_IF_NOT_PRESENT})
+FORCE_SELECTOR: Selector = MappingProxyType({FORCE_KEY: ENABLED})
+CLEANUP_EXCLUSION_SELECTOR: Selector = MappingProxyType({SSA_KEY: SSA_MERGE})
+PRUNE_EXCLUSION_SELECTOR: Selector = MappingProxyType(
+    {PRUNE_KEY: DISABLED, RECONCILE_KEY: DISABLED, SSA_KEY: SSA_IGNORE}
+)
 
 
 def any_in_metadata(obj: Object | None, selector: Selector) -> bool:

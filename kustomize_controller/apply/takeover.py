@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kustomize_controller.apply.jsonpointer import escape
@@ -78,7 +78,7 @@ class CleanupOptions:
     annotations: tuple[str, ...] = CLEANUP_ANNOTATIONS
     labels: tuple[str, ...] = CLEANUP_LABELS
     field_managers: tuple[FieldManagerRule, ...] = takeover_rules()
-    exclusions: Selector = CLEANUP_EXCLUSION_SELECTOR
+    exclusions: Selector = field(default_factory=lambda: dict(CLEANUP_EXCLUSION_SELECTOR))
 
 
 def merge_fields(a: Any, b: Any) -> Any:
@@ -99,9 +99,7 @@ def managed_fields_takeover(
     """The new managedFields list, or ``None`` when no entry matches ``rules``."""
     own_index: int | None = None
     for i, entry in enumerate(entries):
-        if entry.get("manager") == manager and entry.get("operation") == "Apply" and not entry.get(
-            "subresource"
-        ):
+        if entry.get("manager") == manager and entry.get("operation") == "Apply" and not entry.get("subresource"):
             own_index = i
     merged: dict[str, Any] | None = copy.deepcopy(dict(entries[own_index])) if own_index is not None else None
     kept: list[dict[str, Any]] = []

@@ -1,0 +1,288 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kustomize_controller.apply.changeset import Action
+from kustomize_controller.apply.errors import ApplyFailedError, ApplyStepError, DryRunError
+from kustomize_controller.apply.manager import (
+    ApplyOptions,
+    ResourceManager,
+    dry_run_error_message,
+    is_immutable_error,
+    strip_invalid_ca_bundle,
+)
+from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.kube.errors import ConflictError, InvalidError, NotFoundError
+from kustomize_controller.runtime.clock import FakeClock
+from tests.unit.apply.fakes import FakeClient, cm
+
+
+def manager(client: FakeClient, clock: FakeClock | None = None) -> ResourceManager:
+    return ResourceManager(client=client, clock=clock or FakeClock(), concurrency=2)
+
+
+def ns(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+async def test_creates_then_unchanged_without_writes() -> None:
+    client = FakeClient()
+    rm = manager(client)
+    objs = [cm("b"), cm("a")]
+    cs = await rm.apply_all_staged(objs, ApplyOptions())
+    assert str(cs) == "ConfigMap/default/a created\nConfigMap/default/b created"
+    before = len(client.writes())
+    cs2 = await rm.apply_all_staged(objs, ApplyOptions())
+    assert [e.action for e in cs2] == [Action.UNCHANGED, Action.UNCHANGED]
+    assert len(client.writes()) == before
+
+
+async def test_configured_when_live_differs() -> None:
+    client = FakeClient()
+    client.seed(cm("a", data={"k": "old"}))
+    cs = await manager(client).apply_all(cm_list := [cm("a", data={"k": "new"})], ApplyOptions())
+    assert str(cs) == "ConfigMap/default/a configured"
+    assert client.objects[("", "ConfigMap", "default", "a")]["data"] == {"k": "new"}
+    assert cm_list[0]["data"] == {"k": "new"}  # input not mutated beyond copies
+
+
+async def test_failed_dry_run_writes_nothing_in_the_stage() -> None:
+    client = FakeClient()
+    client.faults[("apply", "bad", True)] = InvalidError(
+        'ConfigMap "bad" is invalid: data: Invalid value', status=422, kind="ConfigMap", name="bad"
+    )
+    with pytest.raises(DryRunError) as info:
+        await manager(client).apply_all_staged([cm("a"), cm("bad"), cm("c")], ApplyOptions())
+    assert str(info.value) == (
+        'ConfigMap/default/bad dry-run failed (Invalid): ConfigMap "bad" is invalid: data: Invalid value'
+    )
+    assert client.writes() == []
+
+
+async def test_failed_dry_run_in_later_stage_keeps_earlier_stage_change_set() -> None:
+    client = FakeClient()
+    client.faults[("apply", "bad", True)] = InvalidError("nope", status=422)
+    with pytest.raises(DryRunError) as info:
+        await manager(client).apply_all_staged([ns("team"), cm("bad", ns="team")], ApplyOptions())
+    assert str(info.value.change_set) == "Namespace/team created"
+    assert [c.key[1] for c in client.writes()] == ["Namespace"]
+
+
+async def test_apply_failure_carries_what_was_written() -> None:
+    client = FakeClient()
+    client.faults[("apply", "b", False)] = InvalidError("denied by webhook", status=422)
+    with pytest.raises(ApplyFailedError) as info:
+        await manager(client).apply_all_staged([cm("a"), cm("b")], ApplyOptions())
+    assert str(info.value) == "ConfigMap/default/b apply failed: denied by webhook"
+    assert str(info.value.change_set) == "ConfigMap/default/a created"
+
+
+async def test_skip_rules() -> None:
+    client = FakeClient()
+    client.seed(cm("live-disabled", labels={"kustomize.toolkit.fluxcd.io/reconcile": "Disabled"}))
+    client.seed(cm("exists", data={"k": "theirs"}))
+    objs = [
+        cm("live-disabled", data={"k": "x"}),
+        cm("ignored", annotations={"kustomize.toolkit.fluxcd.io/ssa": "ignore"}),
+        cm("exists", annotations={"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"}),
+        cm("fresh", annotations={"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"}),
+    ]
+    cs = await manager(client).apply_all(objs, ApplyOptions())
+    assert cs.to_map() == {
+        "ConfigMap/default/exists": "skipped",
+        "ConfigMap/default/fresh": "created",
+        "ConfigMap/default/ignored": "skipped",
+        "ConfigMap/default/live-disabled": "skipped",
+    }
+    assert client.objects[("", "ConfigMap", "default", "exists")]["data"] == {"k": "theirs"}
+    written = {c.key[3] for c in client.writes()}
+    assert written == {"fresh"}
+
+
+async def test_immutable_error_without_force_fails_clearly() -> None:
+    client = FakeClient()
+    client.seed(cm("a"))
+    client.faults[("apply", "a", True)] = InvalidError("field is immutable", status=422, kind="ConfigMap", name="a")
+    with pytest.raises(DryRunError, match=r"^ConfigMap/default/a dry-run failed \(Invalid\): field is immutable$"):
+        await manager(client).apply_all([cm("a", data={"k": "2"})], ApplyOptions())
+    assert client.writes() == []
+
+
+async def test_force_recreates_on_immutable_error() -> None:
+    client = FakeClient(linger_gets=2)
+    client.seed(cm("a"))
+    calls = {"n": 0}
+
+    def fail_first() -> InvalidError | None:
+        calls["n"] += 1
+        return InvalidError("field is immutable", status=422) if calls["n"] == 1 else None
+
+    client.faults[("apply", "a", True)] = fail_first
+    clock = FakeClock()
+    rm = manager(client, clock)
+    import asyncio
+
+    task = asyncio.create_task(rm.apply_all([cm("a", data={"k": "2"})], ApplyOptions(force=True)))
+    for _ in range(10):
+        await clock.advance(2)
+    cs = await task
+    assert str(cs) == "ConfigMap/default/a created"
+    verbs = [c.verb for c in client.writes()]
+    assert verbs == ["delete", "apply"]
+    assert client.writes()[0].body == "Background"
+
+
+async def test_force_selector_on_live_object() -> None:
+    client = FakeClient()
+    client.seed(cm("a", annotations={"kustomize.toolkit.fluxcd.io/force": "Enabled"}))
+    seen = {"n": 0}
+
+    def once() -> ConflictError | None:
+        seen["n"] += 1
+        return ConflictError("conflict", status=409) if seen["n"] == 1 else None
+
+    client.faults[("apply", "a", True)] = once
+    cs = await manager(client).apply_all([cm("a", data={"k": "2"})], ApplyOptions())
+    assert [e.action for e in cs] == [Action.CREATED]
+
+
+async def test_recreate_wait_times_out() -> None:
+    client = FakeClient(linger_gets=1000)
+    client.seed(cm("a"))
+    client.faults[("apply", "a", True)] = InvalidError("x is immutable", status=422)
+    clock = FakeClock()
+    import asyncio
+
+    task = asyncio.create_task(manager(client, clock).apply_all([cm("a")], ApplyOptions(force=True, wait_timeout=10)))
+    for _ in range(10):
+        await clock.advance(2)
+    with pytest.raises(ApplyStepError, match="failed to wait for object to be deleted"):
+        await task
+
+
+async def test_cleanup_patch_takes_over_kubectl_fields_then_applies() -> None:
+    client = FakeClient()
+    live = cm("a")
+    live["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    live["metadata"]["managedFields"] = [
+        {"manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1", "fieldsV1": {"f:data": {}}}
+    ]
+    client.seed(live)
+    desired = cm("a")
+    desired["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    cs = await manager(client).apply_all([desired], ApplyOptions())
+    assert [e.action for e in cs] == [Action.CONFIGURED]
+    patch = next(c for c in client.writes() if c.verb == "patch").body
+    assert {"op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"} in patch
+    mf = next(op for op in patch if op["path"] == "/metadata/managedFields")["value"]
+    assert mf[-1]["manager"] == "kustomize-controller" and mf[-1]["operation"] == "Apply"
+
+
+async def test_merge_mode_skips_cleanup() -> None:
+    client = FakeClient()
+    live = cm("a", annotations={"kustomize.toolkit.fluxcd.io/ssa": "merge"})
+    live["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {}}]
+    client.seed(live)
+    cs = await manager(client).apply_all(
+        [cm("a", annotations={"kustomize.toolkit.fluxcd.io/ssa": "merge"})], ApplyOptions()
+    )
+    assert [e.action for e in cs] == [Action.UNCHANGED]
+    assert client.writes() == []
+
+
+async def test_unknown_kind_dry_run_error() -> None:
+    client = FakeClient(unknown_kinds={"Widget"})
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"}}
+    with pytest.raises(DryRunError) as info:
+        await manager(client).apply_all_staged([widget], ApplyOptions())
+    assert str(info.value) == (
+        'Widget/default/w dry-run failed: no matches for kind "Widget" in version "example.com/v1"'
+    )
+
+
+async def test_definitions_stage_waits_for_current() -> None:
+    client = FakeClient()
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {},
+    }
+    clock = FakeClock()
+    import asyncio
+
+    task = asyncio.create_task(manager(client, clock).apply_all_staged([crd, cm("a")], ApplyOptions()))
+    for _ in range(5):
+        await clock.advance(2)
+    # the CRD never gets Established=True in the fake: the stage wait must time out at 60 s
+    assert not task.done()
+    for _ in range(30):
+        await clock.advance(2)
+    with pytest.raises(ApplyStepError) as info:
+        await task
+    assert str(info.value) == (
+        "timeout waiting for: [CustomResourceDefinition/widgets.example.com status: 'InProgress']"
+    )
+    assert str(info.value.change_set) == "CustomResourceDefinition/widgets.example.com created"
+    assert ("", "ConfigMap", "default", "a") not in client.objects
+
+
+def test_is_immutable_error() -> None:
+    assert is_immutable_error(InvalidError("x", status=422))
+    assert is_immutable_error(ConflictError("x", status=409))
+    assert is_immutable_error(RuntimeError("spec.selector: field is immutable"))
+    assert is_immutable_error(RuntimeError("cannot change immutable field"))
+    assert not is_immutable_error(NotFoundError("x", status=404))
+
+
+@pytest.mark.parametrize(
+    ("err", "ref", "expected"),
+    [
+        (
+            NotFoundError('namespaces "x" not found', status=404),
+            ObjRef("", "ConfigMap", "x", "a"),
+            'ConfigMap/x/a not found: namespaces "x" not found',
+        ),
+        (
+            NotFoundError("the server could not find", status=404),
+            ObjRef("", "ConfigMap", "", "a"),
+            "ConfigMap/a namespace not specified: the server could not find",
+        ),
+        (
+            ConflictError(
+                "Apply failed with 1 conflict",
+                status=409,
+                details={"causes": [{"type": "FieldManagerConflict", "field": ".data.k"}]},
+            ),
+            ObjRef("", "ConfigMap", "d", "a"),
+            "ConfigMap/d/a dry-run failed (FieldManagerConflict): Apply failed with 1 conflict",
+        ),
+        (
+            InvalidError("bad", status=422),
+            ObjRef("apps", "Deployment", "d", "x"),
+            "Deployment/d/x dry-run failed (Invalid): bad",
+        ),
+    ],
+)
+def test_dry_run_error_message(err: Exception, ref: ObjRef, expected: str) -> None:
+    assert dry_run_error_message(ref, err) == expected
+
+
+def test_strip_invalid_ca_bundle() -> None:
+    def crd(bundle: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": bundle}}}},
+        }
+
+    bad = crd("Cg==")  # "\n"
+    strip_invalid_ca_bundle(bad)
+    assert "caBundle" not in bad["spec"]["conversion"]["webhook"]["clientConfig"]
+    import base64
+
+    good = crd(base64.b64encode(b"-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n").decode())
+    strip_invalid_ca_bundle(good)
+    assert "caBundle" in good["spec"]["conversion"]["webhook"]["clientConfig"]
