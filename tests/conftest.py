@@ -150,7 +150,7 @@ async def cluster(crd_documents: list[dict[str, Any]]) -> AsyncIterator[ClusterH
         return
     async with ApiServer() as server:
         handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,
-                               namespace=namespace, server=server)
+                               namespace=namespace, server=server, ssl_context=server.ssl_context())
         await _install_crds(handle, crd_documents)
         await _create_namespace(handle)
         yield handle

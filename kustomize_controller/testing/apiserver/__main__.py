@@ -1,6 +1,6 @@
 """``python -m kustomize_controller.testing.apiserver --port 0 --kubeconfig-out FILE``.
 
-Starts the embedded API server, prints its address (``http://127.0.0.1:PORT``) on one line of stdout,
+Starts the embedded API server, prints its address (``https://127.0.0.1:PORT``) on one line of stdout,
 writes a kubeconfig to FILE when asked, and serves until SIGTERM or SIGINT, then shuts down cleanly.
 """
 
@@ -25,12 +25,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rbac", action="store_true", help="enforce RBAC for non-admin users")
     parser.add_argument("--anonymous-auth", action="store_true",
                         help="treat requests without a token as system:anonymous (403) instead of 401")
+    parser.add_argument("--plain-http", action="store_true",
+                        help="serve plain HTTP (kubectl and client-go then send no bearer token)")
     return parser.parse_args(argv)
 
 
 async def _serve(args: argparse.Namespace) -> None:
     server = ApiServer(host=args.host, port=args.port, token=args.token, history_size=args.history_size,
-                       rbac=args.rbac, anonymous_auth=args.anonymous_auth, kubeconfig_path=args.kubeconfig_out)
+                       rbac=args.rbac, anonymous_auth=args.anonymous_auth, kubeconfig_path=args.kubeconfig_out,
+                       tls=not args.plain_http)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

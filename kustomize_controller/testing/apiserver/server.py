@@ -3,28 +3,32 @@
 Usage::
 
     async with ApiServer() as server:
-        server.url              # "http://127.0.0.1:PORT"
+        server.url              # "https://127.0.0.1:PORT" (self-signed; plain HTTP with tls=False)
         server.token            # bearer token of an admin user (group system:masters)
         server.kubeconfig_path  # kubeconfig with that token, for kubectl or kubernetes-asyncio
         server.faults.fail(method="PATCH", path="/configmaps/", status=500, count=2)
         server.requests.writes(resource="configmaps")
 
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
-ClusterRole, and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener and removes
+ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
+and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener and removes
 the kubeconfig directory it created. Both are idempotent. One instance owns all of its state: two servers
 in one process share nothing.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from .auth import Authenticator, UserInfo
@@ -33,6 +37,7 @@ from .faults import FaultInjector
 from .handlers import Api, ServerOptions
 from .kinds import ResourceType
 from .requestlog import RequestLog
+from .tls import ServingCert, make_serving_cert
 
 ADMIN = UserInfo("kubernetes-admin", ("system:masters", "system:authenticated"))
 
@@ -52,6 +57,7 @@ class ApiServer:
         bookmark_interval: float = 60.0,
         watcher_buffer: int = 10000,
         clock: WallClock | None = None,
+        tls: bool = True,
     ) -> None:
         self._host = host
         self._port = port
@@ -70,6 +76,8 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
+        self._tls = tls
+        self._cert: ServingCert | None = None
         self.url = ""
         self.kubeconfig_path = ""
         self._bootstrapped = False
@@ -82,15 +90,22 @@ class ApiServer:
         if not self._bootstrapped:
             self.cluster.bootstrap()
             self._bootstrapped = True
+        self._tmpdir = tempfile.mkdtemp(prefix="kc-apiserver-")
+        ssl_context = None
+        if self._tls:
+            self._cert = make_serving_cert(Path(self._tmpdir), host=self._host)
+            ssl_context = self._cert.server_context()
         runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
+        site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)
         await site.start()
         self._runner = runner
         server: Any = site._server
         sockets = getattr(server, "sockets", None) or []
         port = int(sockets[0].getsockname()[1]) if sockets else self._port
-        self.url = f"http://{self._host}:{port}"
+        scheme = "https" if self._tls else "http"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self.url = f"{scheme}://{host}:{port}"
         self.kubeconfig_path = str(self._write_kubeconfig())
 
     async def stop(self) -> None:
@@ -115,10 +130,13 @@ class ApiServer:
 
     def kubeconfig(self, *, token: str | None = None, user: str = "admin", namespace: str = "default"
                    ) -> dict[str, Any]:
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._cert is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self._cert.cert_pem).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "embedded", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "embedded", "cluster": cluster}],
             "users": [{"name": user, "user": {"token": token or self.token}}],
             "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": user,
                                                           "namespace": namespace}}],
@@ -131,13 +149,29 @@ class ApiServer:
             path = self._requested_kubeconfig
             path.parent.mkdir(parents=True, exist_ok=True)
         else:
-            self._tmpdir = tempfile.mkdtemp(prefix="kc-apiserver-")
+            assert self._tmpdir is not None
             path = Path(self._tmpdir) / "kubeconfig"
         path.write_text(json.dumps(self.kubeconfig(), indent=2) + "\n")
         path.chmod(0o600)
         return path
 
     # test helpers ---------------------------------------------------------------------------------
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The PEM of the serving certificate (None without TLS)."""
+        return None if self._cert is None else self._cert.cert_pem
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client SSL context trusting this server (None without TLS)."""
+        return None if self._cert is None else self._cert.client_context()
+
+    def session(self, **kwargs: Any) -> aiohttp.ClientSession:
+        """An aiohttp session for this server as its admin (base URL, token, TLS trust)."""
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        context = self.ssl_context()
+        connector = aiohttp.TCPConnector(ssl=context) if context is not None else None
+        return aiohttp.ClientSession(self.url, headers=headers, connector=connector, **kwargs)
 
     def add_user(self, name: str, groups: tuple[str, ...] = (), *, token: str | None = None) -> str:
         """Register a bearer token for another user; returns the token."""

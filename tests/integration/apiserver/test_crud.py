@@ -1,0 +1,135 @@
+"""Create/get/update/delete: identity fields, resourceVersion rules, error Status bodies, generation."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import MERGE, call, cm_path, configmap, deployment
+
+pytestmark = pytest.mark.integration
+
+
+async def test_create_sets_identity_and_get_returns_it(cluster):
+    async with cluster.session() as http:
+        status, created = await call(http, "POST", cm_path(cluster.namespace), body=configmap("a", {"k": "v"}))
+        assert status == 201
+        meta = created["metadata"]
+        assert meta["uid"] and meta["creationTimestamp"].endswith("Z")
+        assert int(meta["resourceVersion"]) > 0
+        assert "generation" not in meta  # ConfigMaps have no generation
+        status, got = await call(http, "GET", cm_path(cluster.namespace, "a"))
+        assert status == 200
+        assert got["metadata"]["uid"] == meta["uid"]
+        assert got["data"] == {"k": "v"}
+        assert (got["apiVersion"], got["kind"]) == ("v1", "ConfigMap")
+
+
+async def test_resource_versions_increase_across_resources(cluster):
+    versions = []
+    async with cluster.session() as http:
+        for i in range(3):
+            _, obj = await call(http, "POST", cm_path(cluster.namespace), body=configmap(f"c{i}"))
+            versions.append(int(obj["metadata"]["resourceVersion"]))
+            _, secret = await call(http, "POST", f"/api/v1/namespaces/{cluster.namespace}/secrets",
+                                   body={"metadata": {"name": f"s{i}"}, "stringData": {"a": "b"}})
+            versions.append(int(secret["metadata"]["resourceVersion"]))
+    assert versions == sorted(versions)
+    assert len(set(versions)) == len(versions)
+
+
+async def test_errors_are_status_objects(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        status, body = await call(http, "GET", cm_path(ns, "missing"))
+        assert status == 404
+        assert body["kind"] == "Status" and body["reason"] == "NotFound"
+        assert body["message"] == 'configmaps "missing" not found'
+        assert body["details"] == {"name": "missing", "kind": "configmaps"}
+
+        await call(http, "POST", cm_path(ns), body=configmap("dup"))
+        status, body = await call(http, "POST", cm_path(ns), body=configmap("dup"))
+        assert (status, body["reason"]) == (409, "AlreadyExists")
+        assert body["message"] == 'configmaps "dup" already exists'
+
+        status, body = await call(http, "POST", cm_path(ns), body={"metadata": {}, "data": {}})
+        assert (status, body["reason"]) == (422, "Invalid")
+        assert body["details"]["causes"][0]["field"] == "metadata.name"
+
+        status, body = await call(http, "POST", cm_path(ns), body=configmap("Not_Valid"))
+        assert (status, body["reason"]) == (422, "Invalid")
+
+        status, body = await call(http, "GET", f"/apis/apps/v1/namespaces/{ns}/deployments/nope")
+        assert body["message"] == 'deployments.apps "nope" not found'
+        assert body["details"] == {"name": "nope", "group": "apps", "kind": "deployments"}
+
+
+async def test_update_with_stale_resource_version_conflicts(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(ns), body=configmap("u", {"k": "1"}))
+        fresh = dict(obj, data={"k": "2"})
+        status, updated = await call(http, "PUT", cm_path(ns, "u"), body=fresh)
+        assert status == 200
+        assert int(updated["metadata"]["resourceVersion"]) > int(obj["metadata"]["resourceVersion"])
+        stale = dict(obj, data={"k": "3"})
+        status, body = await call(http, "PUT", cm_path(ns, "u"), body=stale)
+        assert (status, body["reason"]) == (409, "Conflict")
+        assert body["message"] == ('Operation cannot be fulfilled on configmaps "u": the object has been modified; '
+                                   "please apply your changes to the latest version and try again")
+        _, now = await call(http, "GET", cm_path(ns, "u"))
+        assert now["data"] == {"k": "2"}
+
+
+async def test_noop_update_keeps_resource_version(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(ns), body=configmap("same", {"k": "v"}))
+        status, again = await call(http, "PUT", cm_path(ns, "same"), body=obj)
+        assert status == 200
+        assert again["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+
+
+async def test_namespace_must_exist(cluster):
+    async with cluster.session() as http:
+        status, body = await call(http, "POST", cm_path("no-such-namespace-x1"), body=configmap("a"))
+        assert (status, body["reason"]) == (404, "NotFound")
+        assert body["details"]["kind"] == "namespaces"
+        status, body = await call(http, "GET", cm_path("no-such-namespace-x1"))
+        assert status == 200 and body["items"] == []
+
+
+async def test_deployment_generation_rules(cluster):
+    ns = cluster.namespace
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments/web"
+    async with cluster.session() as http:
+        status, obj = await call(http, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=deployment("web"))
+        assert status == 201, obj
+        assert obj["metadata"]["generation"] == 1
+        _, obj = await call(http, "PATCH", path, body={"metadata": {"labels": {"x": "y"}}}, content_type=MERGE)
+        assert obj["metadata"]["generation"] == 1
+        _, obj = await call(http, "PATCH", path, body={"metadata": {"annotations": {"a": "b"}}}, content_type=MERGE)
+        assert obj["metadata"]["generation"] == 2
+        _, obj = await call(http, "PATCH", path, body={"spec": {"replicas": 3}}, content_type=MERGE)
+        assert obj["metadata"]["generation"] == 3
+
+
+async def test_delete_without_finalizers_removes(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(ns), body=configmap("gone"))
+        status, body = await call(http, "DELETE", cm_path(ns, "gone"), body={"propagationPolicy": "Background"})
+        assert status == 200
+        assert body["kind"] == "Status" and body["status"] == "Success"
+        assert body["details"]["uid"] == obj["metadata"]["uid"]
+        status, _ = await call(http, "GET", cm_path(ns, "gone"))
+        assert status == 404
+        status, body = await call(http, "DELETE", cm_path(ns, "gone"))
+        assert (status, body["reason"]) == (404, "NotFound")
+
+
+async def test_name_mismatch_is_bad_request(cluster):
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(cluster.namespace), body=configmap("n1"))
+        obj["metadata"]["name"] = "n2"
+        status, body = await call(http, "PUT", cm_path(cluster.namespace, "n1"), body=obj)
+        assert (status, body["reason"]) == (400, "BadRequest")

@@ -1,0 +1,144 @@
+"""Behaviour only the embedded server can be asked for: history size, fault injection, request log, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from kustomize_controller.testing.apiserver import ApiServer
+
+from .helpers import MERGE, call, cm_path, configmap, read_watch
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+async def test_bounded_history_expires_old_versions():
+    async with ApiServer(history_size=3) as server, server.session() as http:
+        _, first = await call(http, "POST", cm_path("default"), body=configmap("h0"))
+        for i in range(1, 5):
+            await call(http, "POST", cm_path("default"), body=configmap(f"h{i}"))
+        events = await read_watch(http, cm_path("default"),
+                                  {"resourceVersion": first["metadata"]["resourceVersion"], "timeoutSeconds": "2"})
+        assert [e["type"] for e in events] == ["ERROR"]
+        assert events[0]["object"]["code"] == 410
+        recent = str(server.resource_version - 1)
+        events = await read_watch(http, cm_path("default"), {"resourceVersion": recent, "timeoutSeconds": "1"},
+                                  until=1)
+        assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "h4"
+
+
+async def test_continue_token_expires_after_compaction(cluster):
+    server = cluster.require_server()
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        for i in range(3):
+            await call(http, "POST", cm_path(ns), body=configmap(f"c{i}"))
+        _, page = await call(http, "GET", cm_path(ns), params={"limit": "1"})
+        await call(http, "POST", cm_path(ns), body=configmap("later"))
+        server.compact()
+        status, body = await call(http, "GET", cm_path(ns), params={"limit": "1",
+                                                                     "continue": page["metadata"]["continue"]})
+        assert (status, body["reason"]) == (410, "Expired")
+
+
+async def test_fail_next_requests_then_recover(cluster):
+    server = cluster.require_server()
+    ns = cluster.namespace
+    rule = server.faults.fail(method="POST", path=r"/configmaps$", status=503, count=2, message="etcd is down")
+    async with cluster.session() as http:
+        for _ in range(2):
+            status, body = await call(http, "POST", cm_path(ns), body=configmap("f"))
+            assert (status, body["reason"], body["message"]) == (503, "ServiceUnavailable", "etcd is down")
+        status, _ = await call(http, "POST", cm_path(ns), body=configmap("f"))
+        assert status == 201
+    assert rule.hits == 2
+
+
+async def test_latency_is_added(cluster):
+    server = cluster.require_server()
+    server.faults.delay(0.3, method="GET", path="/configmaps/slow", count=1)
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(cluster.namespace), body=configmap("slow"))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        status, _ = await call(http, "GET", cm_path(cluster.namespace, "slow"))
+        assert status == 200
+        assert loop.time() - started >= 0.3
+
+
+async def test_close_all_watches_ends_streams(cluster):
+    server = cluster.require_server()
+    async with cluster.session() as http:
+        watch = asyncio.create_task(read_watch(http, cm_path(cluster.namespace), {"timeoutSeconds": "60"}))
+        for _ in range(50):
+            if server.watcher_count():
+                break
+            await asyncio.sleep(0.02)
+        assert server.close_watches() >= 1
+        events = await asyncio.wait_for(watch, 10)
+        assert events == []
+        assert server.watcher_count() == 0
+
+
+async def test_rejected_delete_leaves_object(cluster):
+    server = cluster.require_server()
+    ns = cluster.namespace
+    server.faults.reject_deletes(resource="configmaps", namespace=ns, name="keep", webhook="guard.example.com",
+                                 message="protected")
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(ns), body=configmap("keep"))
+        status, body = await call(http, "DELETE", cm_path(ns, "keep"))
+        assert status == 403
+        assert body["message"] == 'admission webhook "guard.example.com" denied the request: protected'
+        status, _ = await call(http, "GET", cm_path(ns, "keep"))
+        assert status == 200
+
+
+async def test_request_log_counts_writes(cluster):
+    server = cluster.require_server()
+    ns = cluster.namespace
+    server.requests.clear()
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(ns), body=configmap("log"))
+        await call(http, "GET", cm_path(ns, "log"))
+        await call(http, "PATCH", cm_path(ns, "log"), body={"data": {"a": "b"}}, content_type=MERGE,
+                   params={"dryRun": "All"})
+        await call(http, "PATCH", cm_path(ns, "log"), body={"data": {"a": "b"}}, content_type=MERGE)
+    writes = server.requests.writes(resource="configmaps")
+    assert [(w.verb, w.status) for w in writes] == [("create", 201), ("patch", 200)]
+    assert len(server.requests.select(include_dry_run=True, writes_only=True, resource="configmaps")) == 3
+
+
+async def test_command_line_server_serves_until_sigterm(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
+        "--kubeconfig-out", str(kubeconfig), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        url = line.decode().strip()
+        assert url.startswith("https://127.0.0.1:")
+        kubectl = REPO_ROOT / ".venv" / "bin" / "kubectl"
+        if kubectl.exists():
+            check = await asyncio.create_subprocess_exec(
+                str(kubectl), "--kubeconfig", str(kubeconfig), "get", "namespaces", "-o", "name",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(check.communicate(), 60)
+            assert check.returncode == 0, err.decode()
+            assert "namespace/default" in out.decode().split()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
