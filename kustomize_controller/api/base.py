@@ -3,7 +3,7 @@
 Contract (every model in ``kustomize_controller.api`` derives from ``ApiModel``):
 
 - Python attributes are the snake_case of the JSON names; the JSON (camelCase) name is the alias.
-  Both are accepted on input (``populate_by_name``); ``model_dump(by_alias=True)`` writes JSON names.
+  Both are accepted on input (``validate_by_name``); ``model_dump(by_alias=True)`` writes JSON names.
 - Two validation modes over the same classes:
 
   * tolerant (default, ``Model.model_validate(obj)``): unknown fields are ignored. Objects read from
@@ -17,6 +17,11 @@ Contract (every model in ``kustomize_controller.api`` derives from ``ApiModel``)
   explicitly (input, constructor, assignment) or changed in place (``obj.status.x = 1``, a list
   append). With ``exclude_none=True``,
   ``Model.model_validate(doc).model_dump(by_alias=True, exclude_none=True) == doc`` for valid input.
+- Values are not coerced: ``prune: "true"`` or ``interval: 300`` are errors, as the API server
+  refuses them (bool and int fields are strict; timestamps are RFC 3339 strings, or datetimes in code).
+- Enum-typed attributes hold the plain string (``use_enum_values``), so dumps contain only builtin
+  types and YAML writers need no representers. Compare them with the ``StrEnum`` members (equal to
+  their values); do not call ``.value`` on them.
 - ``format_validation_error`` turns a pydantic ``ValidationError`` into one readable line per problem,
   each starting with the JSON field path (``spec.interval: ...``); these lines end up in status
   conditions and CLI output.

@@ -12,6 +12,9 @@ Contract:
 - Durations stay strings in the model (``interval: "90s"`` round-trips as written); the ``get_*``
   methods return ``timedelta`` values computed as the upstream controller computes them.
 
+Deliberate difference: ``spec`` is required here, while the API server accepts a Kustomization
+without one; nothing can be reconciled without a spec, so reading one reports ``spec: required value``.
+
 Not promised: CEL expressions (``readyExpr``, ``healthCheckExprs``), component paths and selectors
 are checked where they are used, not here; the API server does not check them either.
 """

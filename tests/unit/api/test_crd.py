@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,17 @@ def _schema(crd: dict[str, Any]) -> dict[str, Any]:
 def test_checked_in_crd_is_generated_from_the_models() -> None:
     assert OUR_CRD.read_text() == render_crd(), "run `make crd` after changing the models"
     assert _load(OUR_CRD) == build_crd()
+
+
+def test_generator_command_writes_the_checked_in_file() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kustomize_controller.api.crdgen"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout == OUR_CRD.read_text()
 
 
 def test_crd_kustomization_lists_the_base() -> None:
