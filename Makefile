@@ -44,5 +44,9 @@ imports: venv
 unit: venv builder
 	$(BIN)/pytest tests/unit
 
+# The CRD is generated from the API models; a test checks the checked-in copy is current.
+crd: venv
+	$(BIN)/python -m kustomize_controller.api.crdgen > manifests/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
