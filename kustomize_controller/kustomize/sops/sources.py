@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+import yaml
 
 from kustomize_controller.kustomize.sops.errors import SopsError, SopsFormatError
 from kustomize_controller.kustomize.sops.formats import MARKERS, Format, format_for_path
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KUSTOMIZATION_FILE_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
@@ -91,8 +92,8 @@ class SourceWalker:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise SourceError(f"expected {path.name} in '{self._rel(directory)}' to be a regular file")
         try:
-            doc = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-        except (YAMLError, UnicodeDecodeError) as err:
+            doc = yaml.load(path.read_bytes(), Loader=_SafeLoader)
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise SourceError(
                 f"failed to unmarshal kustomization file from '{self._rel(path)}': {type(err).__name__}"
             ) from None

@@ -78,9 +78,26 @@ def test_ini_load_and_emit() -> None:
 
 
 def test_yaml_keeps_yaml12_and_timestamps_as_strings() -> None:
-    branches = yaml.load(b"a: yes\nb: 2024-01-01\nc: 010\nd: 1.0\n---\ne: f\n")
-    assert branches[0] == Branch([("a", "yes"), ("b", "2024-01-01"), ("c", 10), ("d", 1.0)])
+    branches = yaml.load(
+        b"a: yes\nb: 2024-01-01\nc: 010\nd: 1.0\ne: 0x1F\nf: 08\ng: on\nh: True\ni: ~\nj: -0o17\nk: .inf\n---\nz: f\n"
+    )
+    assert branches[0] == Branch(
+        [
+            ("a", "yes"),
+            ("b", "2024-01-01"),
+            ("c", 8),  # Go ParseInt base 0: leading zero is octal
+            ("d", 1.0),
+            ("e", 31),
+            ("f", 8.0),  # not octal, so Go falls through to ParseFloat
+            ("g", "on"),
+            ("h", True),
+            ("i", None),
+            ("j", -15),
+            ("k", float("inf")),
+        ]
+    )
     assert len(branches) == 2
+    assert yaml.emit([Branch([("a", "yes"), ("b", "010"), ("c", 1)])]) == b"a: 'yes'\nb: '010'\nc: 1\n"
     with pytest.raises(SopsFormatError, match="sequences are not supported"):
         yaml.load(b"- a\n")
 
