@@ -17,6 +17,7 @@ configuration removes the field; list item order of a merge keeps live items fir
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from ..errors import ApiStatusError
@@ -97,11 +98,14 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
 
     base: dict[str, Any] = copy.deepcopy(live) if live is not None else {}
     merged: dict[str, Any] = structured_merge(rt, base, config)
-    for path in sorted(previous - applied_fields, key=len, reverse=True):
-        if has_descendant(owned_by_others, path) or _has_ancestor(applied_fields, path):
+    removed: set[Path] = set()
+    for path in sorted(previous - applied_fields, key=len):
+        if (has_descendant(owned_by_others, path) or _has_ancestor(applied_fields, path)
+                or _has_ancestor(removed, path) or _is_item_key(path)):
             continue
         remove_path(merged, path)
-        _prune_empty_metadata(merged)
+        removed.add(path)
+    _prune_empty_metadata(merged)
 
     live_obj = live if live is not None else {}
     changed = {p for p in applied_fields if value_at(rt, live_obj, p) != value_at(rt, merged, p)}
@@ -125,6 +129,13 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
 
 def _has_ancestor(paths: set[Path], path: Path) -> bool:
     return any(path[:n] in paths for n in range(1, len(path)))
+
+
+def _is_item_key(path: Path) -> bool:
+    """A key field of a keyed-list item (removing it alone would corrupt the item)."""
+    if len(path) < 2 or not path[-2].startswith("k:") or not path[-1].startswith("f:"):
+        return False
+    return path[-1][2:] in json.loads(path[-2][2:])
 
 
 def _prune_empty_metadata(obj: dict[str, Any]) -> None:
