@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kustomize_controller.apply.cel import CelEvaluationError, CelStatusReaders
+from kustomize_controller.apply.changeset import Action, ChangeSet
 from kustomize_controller.apply.client import ReadClient
 from kustomize_controller.apply.errors import HealthCheckError
 from kustomize_controller.apply.kstatus import KStatusError, Status, StatusResult, aggregate, compute, compute_flux_job
-from kustomize_controller.apply.objects import ObjRef, join_api_version
+from kustomize_controller.apply.objects import ObjRef, join_api_version, split_api_version
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.runtime.clock import Clock
 
@@ -112,7 +113,7 @@ class StatusPoller:
             obj = await self._client.get(target.api_version, ref.kind, ref.name, ref.namespace or None)
         except NotFoundError:
             return ResourceStatus(target, Status.NOT_FOUND, "Resource not found")
-        except KubeError as exc:
+        except (KubeError, ValueError) as exc:
             return ResourceStatus(target, Status.UNKNOWN, error=str(exc))
         try:
             result = self._compute(obj, ref)
@@ -215,6 +216,49 @@ async def wait_for_set(
     if errors:
         prefix = "timeout waiting for" if timed_out else "failed early due to stalled resources"
         raise HealthCheckError(f"{prefix}: [{', '.join(errors)}]")
+
+
+def targets_from_change_set(change_set: ChangeSet, *, exclude: ObjRef | None = None) -> list[HealthTarget]:
+    """``wait: true`` targets: every applied entry except ``skipped`` ones and ``exclude`` (the
+    Kustomization itself, which would otherwise wait on its own readiness)."""
+    return [
+        HealthTarget.of(e.ref, e.version)
+        for e in change_set
+        if e.action is not Action.SKIPPED and not _is_self(e.ref, exclude)
+    ]
+
+
+def _is_self(ref: ObjRef, exclude: ObjRef | None) -> bool:
+    # upstream compares kind, name and namespace only (the group is not checked)
+    if exclude is None:
+        return False
+    return (ref.kind, ref.namespace, ref.name) == (exclude.kind, exclude.namespace, exclude.name)
+
+
+class ObjectReference(Protocol):
+    """A ``spec.healthChecks[]`` entry (the api ``NamespacedObjectKindReference`` satisfies it)."""
+
+    @property
+    def api_version(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+
+
+def targets_from_references(refs: Iterable[ObjectReference], *, exclude: ObjRef | None = None) -> list[HealthTarget]:
+    """``healthChecks`` targets: a missing apiVersion means ``apps/v1`` and a missing namespace means a
+    cluster-scoped object (both as upstream); ``exclude`` (the Kustomization itself) is dropped."""
+    out: list[HealthTarget] = []
+    for ref in refs:
+        api_version = ref.api_version or "apps/v1"
+        group, _ = split_api_version(api_version)
+        obj_ref = ObjRef(group=group, kind=ref.kind, namespace=ref.namespace or "", name=ref.name)
+        if not _is_self(obj_ref, exclude):
+            out.append(HealthTarget(ref=obj_ref, api_version=api_version))
+    return out
 
 
 def jobs_with_ttl(objects: Iterable[Mapping[str, Any]]) -> list[HealthTarget]:

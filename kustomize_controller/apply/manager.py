@@ -110,6 +110,14 @@ def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
     return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"
 
 
+def _missing_namespace_message(ref: ObjRef, err: ValueError) -> str:
+    # The client refuses to build a request for a namespaced kind without namespace; upstream sends
+    # it and gets a 404, reported as "namespace not specified".
+    if not ref.namespace:
+        return f"{ref} namespace not specified: the server could not find the requested resource"
+    return f"{ref} dry-run failed: {err}"
+
+
 def strip_invalid_ca_bundle(obj: Object) -> None:
     """Remove a CRD conversion webhook ``caBundle`` that is not base64 PEM (rejected since k8s 1.31)."""
     if not is_crd(obj):
@@ -232,6 +240,8 @@ class ResourceManager:
             return await self.client.get(api_version, ref.kind, ref.name, ref.namespace or None)
         except (NotFoundError, NoKindMatchError):
             return None
+        except ValueError:
+            return None  # a namespaced kind without namespace: the dry-run reports it
         except KubeError as exc:
             raise ApplyStepError(f"{ref} query failed: {_error_text(exc)}") from exc
 
@@ -251,6 +261,8 @@ class ResourceManager:
             return
         try:
             dry_run = await self._dry_run(desired)
+        except ValueError as exc:
+            raise DryRunError(_missing_namespace_message(plan.ref, exc)) from exc
         except KubeError as exc:
             if live is not None and is_immutable_error(exc) and self._should_force(desired, live, options):
                 plan.recreate = True

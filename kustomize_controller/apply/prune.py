@@ -51,7 +51,7 @@ class StaleObject:
         return ChangeSetEntry(ref=self.ref, version=self.version, action=action)
 
 
-def _text(err: KubeError) -> str:
+def _text(err: Exception) -> str:
     return err.message if isinstance(err, ApiError) else str(err)
 
 
@@ -73,7 +73,7 @@ async def delete_all(
         except (NotFoundError, NoKindMatchError):
             change_set.add(stale.entry(Action.DELETED))
             continue
-        except KubeError as exc:
+        except (KubeError, ValueError) as exc:
             change_set.add(stale.entry(Action.UNKNOWN))
             errors += f"{ref} query failed: {_text(exc)};"
             continue

@@ -235,3 +235,37 @@ def test_label_selector_string() -> None:
 async def test_empty_target_list_returns_at_once() -> None:
     clock = FakeClock()
     await wait_for_set([], poller=StatusPoller(client=FakeClient(), clock=clock), clock=clock, timeout_seconds=1)
+
+
+def test_targets_from_change_set_skip_skipped_and_self() -> None:
+    from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
+    from kustomize_controller.apply.health import targets_from_change_set
+
+    me = ObjRef("kustomize.toolkit.fluxcd.io", "Kustomization", "flux-system", "apps")
+    cs = ChangeSet(
+        [
+            ChangeSetEntry(ObjRef("apps", "Deployment", "app", "web"), "v1", Action.UNCHANGED),
+            ChangeSetEntry(ObjRef("", "ConfigMap", "app", "cfg"), "v1", Action.SKIPPED),
+            ChangeSetEntry(me, "v1", Action.CONFIGURED),
+            ChangeSetEntry(ObjRef("", "Namespace", "", "app"), "v1", Action.CREATED),
+        ]
+    )
+    assert [str(t) for t in targets_from_change_set(cs, exclude=me)] == ["Deployment/app/web", "Namespace/app"]
+    assert targets_from_change_set(cs, exclude=me)[0].api_version == "apps/v1"
+
+
+def test_targets_from_references_defaults() -> None:
+    from kustomize_controller.api.meta import NamespacedObjectKindReference
+    from kustomize_controller.apply.health import targets_from_references
+
+    refs = [
+        NamespacedObjectKindReference(kind="Deployment", name="web", namespace="app"),
+        NamespacedObjectKindReference(api_version="v1", kind="Namespace", name="app"),
+        NamespacedObjectKindReference(kind="Kustomization", name="apps", namespace="flux-system"),
+    ]
+    me = ObjRef("kustomize.toolkit.fluxcd.io", "Kustomization", "flux-system", "apps")
+    targets = targets_from_references(refs, exclude=me)
+    assert [(t.api_version, str(t)) for t in targets] == [
+        ("apps/v1", "Deployment/app/web"),
+        ("v1", "Namespace/app"),
+    ]

@@ -286,3 +286,22 @@ def test_strip_invalid_ca_bundle() -> None:
     good = crd(base64.b64encode(b"-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n").decode())
     strip_invalid_ca_bundle(good)
     assert "caBundle" in good["spec"]["conversion"]["webhook"]["clientConfig"]
+
+
+async def test_namespaced_object_without_namespace() -> None:
+    class NoNamespaceClient(FakeClient):
+        async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+            if not namespace:
+                raise ValueError(f"{kind}/{name}: a namespace is required for a namespaced kind")
+            return await super().get(api_version, kind, name, namespace)
+
+        async def apply(self, obj: Any, **kw: Any) -> dict[str, Any]:
+            if not (obj.get("metadata") or {}).get("namespace"):
+                raise ValueError("a namespace is required for a namespaced kind")
+            return await super().apply(obj, **kw)
+
+    obj = cm("a")
+    del obj["metadata"]["namespace"]
+    with pytest.raises(DryRunError) as info:
+        await manager(NoNamespaceClient()).apply_all_staged([obj], ApplyOptions())
+    assert str(info.value) == "ConfigMap/a namespace not specified: the server could not find the requested resource"
