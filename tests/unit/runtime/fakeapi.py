@@ -46,6 +46,7 @@ class FakeApi:
         self.fail_next: dict[tuple[str, str], int] = {}
         self.transport = MockTransport(self.handle)
         self.extra_resources: dict[str, list[dict[str, Any]]] = {}
+        self.down: set[str] = set()  # resources answering 500 to everything
 
     def client(self, **kwargs: Any) -> KubeClient:
         return KubeClient.for_server("http://fake", token="t", transport=self.transport, **kwargs)
@@ -69,7 +70,7 @@ class FakeApi:
         resource = rest[0]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        code = self.fail_next.pop((req.method, resource), None)
+        code = 500 if resource in self.down else self.fail_next.pop((req.method, resource), None)
         if code:
             reasons = {409: "Conflict", 500: "InternalError", 404: "NotFound", 429: "TooManyRequests"}
             return status(code, reasons.get(code, ""), f"injected {code}")
