@@ -1,0 +1,96 @@
+"""OpenPGP specifics: isolation of the temporary GNUPGHOME, keys gpg cannot use."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kustomize_controller.kustomize.sops import SopsDecryptor, SopsKeyError
+
+from .conftest import requires_gpg
+from .sopsgen import fixture
+
+pytestmark = requires_gpg
+
+
+def _gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
+    result = subprocess.run(
+        ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", *args],
+        input=data,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout
+
+
+@pytest.fixture
+def protected_key(tmp_path: Path) -> tuple[bytes, str]:
+    """A passphrase-protected key pair; returns (armored secret key, armored PGP message)."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    try:
+        _gpg(
+            home, "--passphrase", "pw", "--quick-gen-key", "Test <t@example.com>", "future-default", "default", "never"
+        )
+        secret = _gpg(home, "--passphrase", "pw", "--armor", "--export-secret-keys", "t@example.com")
+        message = _gpg(
+            home, "--armor", "--trust-model", "always", "--encrypt", "-r", "t@example.com", data=os.urandom(32)
+        )
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, timeout=30)
+    return secret, message.decode()
+
+
+def test_passphrase_protected_key_fails_fast_without_prompt(protected_key: tuple[bytes, str]) -> None:
+    secret, message = protected_key
+    doc = yaml.safe_load(fixture("algorithms/pgp.yaml"))
+    doc["sops"]["pgp"][0]["enc"] = message
+    with SopsDecryptor.from_secret_data({"p.asc": secret}) as dec, pytest.raises(SopsKeyError) as info:
+        dec.decrypt_object(doc)
+    assert "failed to decrypt sops data key with PGP key" in str(info.value)
+    assert "PRIVATE KEY" not in str(info.value)
+
+
+def test_public_key_only_is_a_clear_error() -> None:
+    with SopsDecryptor.from_secret_data({"pub.asc": b"not a key at all"}) as dec, pytest.raises(SopsKeyError) as info:
+        dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+    assert "failed to import 'pub.asc' data: no OpenPGP key found" in str(info.value)
+
+
+def test_gnupg_home_is_private_and_removed_on_close() -> None:
+    dec = SopsDecryptor.from_secret_data({"pgp.asc": fixture("keys/pgp.asc")})
+    assert dec.gnupg_home is None  # created lazily
+    dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+    home = dec.gnupg_home
+    assert home is not None and os.stat(home).st_mode & 0o777 == 0o700
+    assert home != os.environ.get("GNUPGHOME")
+    dec.close()
+    assert not os.path.exists(home)
+    dec.close()  # idempotent
+
+
+def test_gnupg_home_is_removed_when_the_decryptor_is_dropped() -> None:
+    import gc
+
+    dec = SopsDecryptor.from_secret_data({"pgp.asc": fixture("keys/pgp.asc")})
+    dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+    home = dec.gnupg_home
+    assert home is not None
+    del dec
+    gc.collect()
+    assert not os.path.exists(home)
+
+
+def test_gpg_missing_from_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with (
+        SopsDecryptor.from_secret_data({"pgp.asc": fixture("keys/pgp.asc")}) as dec,
+        pytest.raises(SopsKeyError, match="no 'gpg' binary on PATH"),
+    ):
+        dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
