@@ -64,11 +64,7 @@ async def test_mirror_survives_closes_compaction_and_offline_deletes(cluster) ->
 
             async def in_sync() -> bool:
                 want = await server_state(client, ns)
-                store = {
-                    k: o["metadata"]["resourceVersion"]
-                    for k, o in ((k, informer.get(k)) for k in informer.store.keys())
-                    if o
-                }
+                store = {f"{ns}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in informer.list()}
                 return store == want and mirror.objects == want
 
             # 1. churn with forced watch closes in between
