@@ -1,0 +1,165 @@
+"""Builder discovery and process handling, with small shell scripts standing in for kustomize."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from kustomize_controller.kustomize.build import (
+    BuilderCommand,
+    KustomizeBuilder,
+    _clean_stderr,
+    _parse_version,
+    detect_builder,
+)
+from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.runtime.clock import FakeClock, RealClock
+
+
+def script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+KUBECTL_JSON = '{"clientVersion": {"gitVersion": "%s"}, "kustomizeVersion": "v5.8.1"}'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("v5.8.1", (5, 8, 1)), ("{Version:kustomize/v4.5.7 GitCommit:x}", (4, 5, 7)), ("v1.27", (1, 27, 0)),
+     ("nothing", None)],
+)
+def test_parse_version(text: str, expected: tuple[int, int, int] | None) -> None:
+    assert _parse_version(text) == expected
+
+
+def test_clean_stderr_strips_warnings_prefix_and_temp_paths(tmp_path: Path) -> None:
+    stderr = (
+        f"# Warning: 'patchesStrategicMerge' is deprecated.\n"
+        f"Error: accumulating resources: accumulation err='accumulating resources from "
+        f"'{tmp_path}/app/missing.yaml': open {tmp_path}/app/missing.yaml: no such file or directory'\n"
+    ).encode()
+    assert _clean_stderr(stderr, tmp_path) == (
+        "accumulating resources: accumulation err='accumulating resources from 'app/missing.yaml': "
+        "open app/missing.yaml: no such file or directory'"
+    )
+    assert _clean_stderr(b"", tmp_path) == "builder exited with an error and no message"
+
+
+async def test_detect_prefers_kustomize_then_kubectl(tmp_path: Path) -> None:
+    script(tmp_path / "kustomize", 'echo "v5.4.3"\n')
+    script(tmp_path / "kubectl", f"echo '{KUBECTL_JSON % 'v1.30.0'}'\n")
+    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+    assert cmd.flavour == "kustomize" and cmd.version == "v5.4.3"
+    assert cmd.argv == (str(tmp_path / "kustomize"), "build")
+    (tmp_path / "kustomize").unlink()
+    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+    assert cmd.flavour == "kubectl" and cmd.argv[1:] == ("kustomize",) and cmd.kustomize_version == "v5.8.1"
+
+
+async def test_old_kustomize_falls_back_to_kubectl_and_old_kubectl_fails(tmp_path: Path) -> None:
+    script(tmp_path / "kustomize", 'echo "{Version:kustomize/v4.5.7}"\n')
+    script(tmp_path / "kubectl", f"echo '{KUBECTL_JSON % 'v1.26.3'}'\n")
+    with pytest.raises(BuilderUnavailableError) as err:
+        await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+    message = str(err.value)
+    assert "kustomize >= v5 is required" in message and "kubectl >= v1.27" in message
+
+
+async def test_no_builder_at_all(tmp_path: Path) -> None:
+    with pytest.raises(BuilderUnavailableError, match="neither 'kustomize' nor 'kubectl' is on PATH"):
+        await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+
+
+async def test_explicit_binary(tmp_path: Path) -> None:
+    custom = script(tmp_path / "kubectl-1.33", f"echo '{KUBECTL_JSON % 'v1.33.0'}'\n")
+    cmd = await detect_builder(clock=RealClock(), kustomize_binary=str(custom))
+    assert cmd.flavour == "kubectl"
+    with pytest.raises(BuilderUnavailableError, match="not found or not executable"):
+        await detect_builder(clock=RealClock(), kustomize_binary=str(tmp_path / "nope"))
+    broken = script(tmp_path / "kz", "exit 3\n")
+    with pytest.raises(BuilderUnavailableError, match="does not answer 'version'"):
+        await detect_builder(clock=RealClock(), kustomize_binary=str(broken))
+
+
+def builder_for(path: Path, clock: FakeClock | RealClock, **kw: object) -> KustomizeBuilder:
+    return KustomizeBuilder(
+        command=BuilderCommand((str(path), "build"), "kustomize", "v5.8.1", "v5.8.1"),
+        clock=clock,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def test_build_runs_with_scrubbed_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEAKY_SECRET", "s3cr3t")
+    fake = script(tmp_path / "kustomize", 'echo "args=$*"; echo "cwd=$(/bin/pwd)"; /usr/bin/env\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    out = (await builder_for(fake, RealClock()).build(tmp_path / "dir", root=tmp_path, workdir=work,
+                                                      allow_remote=False)).decode()
+    assert f"args=build {tmp_path}/dir --load-restrictor LoadRestrictionsNone" in out
+    assert f"cwd={work}" in out
+    assert "LEAKY_SECRET" not in out and "KUBECONFIG" not in out
+    assert f"HOME={work}" in out
+    assert "PATH=\n" in out and "HTTPS_PROXY=http://127.0.0.1:9" in out
+    out = (await builder_for(fake, RealClock()).build(tmp_path, root=tmp_path, workdir=work,
+                                                      allow_remote=True)).decode()
+    assert "PATH=/usr/local/bin:/usr/bin:/bin" in out and "HTTPS_PROXY" not in out
+
+
+async def test_build_failure_message(tmp_path: Path) -> None:
+    fake = script(tmp_path / "kustomize", f'echo "Error: bad file {tmp_path}/x.yaml" >&2; exit 1\n')
+    with pytest.raises(KustomizeBuildError) as err:
+        await builder_for(fake, RealClock()).build(tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=True)
+    assert str(err.value) == "kustomize build failed: bad file x.yaml"
+    assert err.value.reason == "BuildFailed"
+
+
+async def test_output_cap(tmp_path: Path) -> None:
+    fake = script(tmp_path / "kustomize", "yes 'kind: ConfigMap' | head -c 1000000\n")
+    with pytest.raises(KustomizeBuildError, match="output exceeds the limit of 10000 bytes"):
+        await builder_for(fake, RealClock(), max_output=10_000).build(
+            tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=True
+        )
+
+
+async def test_timeout_kills_the_builder(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    fake = script(tmp_path / "kustomize", f"echo $$ > {pidfile}; exec /bin/sleep 600\n")
+    clock = FakeClock()
+    task = asyncio.ensure_future(
+        builder_for(fake, clock, timeout=30).build(tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=True)
+    )
+    while not (clock.pending_sleepers and pidfile.exists() and pidfile.read_text().strip()):
+        await asyncio.wait([task], timeout=0.02)
+    pid = int(pidfile.read_text())
+    await clock.advance(30)
+    with pytest.raises(KustomizeBuildError, match="timed out after 30s"):
+        await task
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_parallel_builds_are_bounded(tmp_path: Path) -> None:
+    fake = script(
+        tmp_path / "kustomize",
+        'touch "$2/started"; while [ ! -f "$2/go" ]; do /bin/sleep 0.01; done; echo done\n',
+    )
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    d1.mkdir()
+    d2.mkdir()
+    builder = builder_for(fake, RealClock(), max_parallel=1)
+    t1 = asyncio.ensure_future(builder.build(d1, root=tmp_path, workdir=tmp_path, allow_remote=True))
+    while not (d1 / "started").exists():
+        await asyncio.wait([t1], timeout=0.02)
+    t2 = asyncio.ensure_future(builder.build(d2, root=tmp_path, workdir=tmp_path, allow_remote=True))
+    await asyncio.wait([t2], timeout=0.3)
+    assert not (d2 / "started").exists()
+    (d1 / "go").touch()
+    (d2 / "go").touch()
+    assert await t1 == b"done\n"
+    assert await t2 == b"done\n"
