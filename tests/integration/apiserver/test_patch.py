@@ -78,7 +78,7 @@ async def test_unknown_patch_content_type(cluster):
         await call(http, "POST", cm_path(cluster.namespace), body=configmap("u"))
         status, body = await call(http, "PATCH", cm_path(cluster.namespace, "u"), body={"data": {}},
                                   content_type="application/json")
-        assert status == 415
+        assert (status, body["reason"]) == (415, "UnsupportedMediaType")
 
 
 async def test_deployment_selector_is_immutable(cluster):
