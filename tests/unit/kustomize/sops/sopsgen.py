@@ -189,7 +189,15 @@ def encrypt_document(plain: Branch | dict[str, Any], fmt: str, recipe: Recipe, k
 
 
 def _to_branch(value: dict[str, Any]) -> Branch:
-    return Branch((k, _to_branch(v) if isinstance(v, dict) else v) for k, v in value.items())
+    return Branch((k, _to_tree(v)) for k, v in value.items())
+
+
+def _to_tree(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _to_branch(value)
+    if isinstance(value, list):
+        return [_to_tree(v) for v in value]
+    return value
 
 
 @dataclass

@@ -179,3 +179,36 @@ def test_file_source_store_comes_from_the_key(tmp_path: Path) -> None:
     import json
 
     assert json.loads((root / "blob.bin").read_bytes()) == {"a": 1, "b": "two"}
+
+
+def test_nested_overlays_and_cycles(tmp_path: Path) -> None:
+    age_key = AgeKey.generate()
+    root = tmp_path / "root"
+    for d in ("overlay", "base", "base/inner"):
+        (root / d).mkdir(parents=True)
+    env = encrypt_document({"A": "1"}, "dotenv", Recipe(age_recipients=[age_key.recipient]))
+    (root / "base/inner/secret.env").write_bytes(env)
+    (root / "overlay/kustomization.yaml").write_text("resources: [../base]\n")
+    (root / "base/kustomization.yml").write_text("resources: [inner, ../overlay]\n")  # a cycle back up
+    (root / "base/inner/Kustomization").write_text("secretGenerator:\n- name: s\n  envs: [secret.env]\n")
+    with SopsDecryptor.from_secret_data(age_key.secret_data) as dec:
+        dec.decrypt_sources(root, root / "overlay")
+    assert (root / "base/inner/secret.env").read_text() == "A=1\n"
+
+
+def test_multiple_kustomization_files_is_an_error(decryptor: SopsDecryptor, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "kustomization.yaml").write_text("resources: []\n")
+    (root / "kustomization.yml").write_text("resources: []\n")
+    with pytest.raises(DecryptionError, match="found multiple kustomization files"):
+        decryptor.decrypt_sources(root, root)
+
+
+@pytest.mark.parametrize("text", ["- a list\n", "key: [unclosed\n"])
+def test_unreadable_kustomization(decryptor: SopsDecryptor, tmp_path: Path, text: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "kustomization.yaml").write_text(text)
+    with pytest.raises(DecryptionError, match="failed to unmarshal kustomization file from 'kustomization.yaml'"):
+        decryptor.decrypt_sources(root, root)
