@@ -25,7 +25,9 @@ it (previous stages, and the objects of this stage already written). Messages ar
 
 Differences from upstream (deliberate, see docs/apply.md): upstream patches managed fields and
 deletes immutable objects during phase A, concurrently with the other dry-runs; here both wait until
-every dry-run of the stage passed, so a failing dry-run never leaves a half-written stage.
+every dry-run of the stage passed, so a failing dry-run never leaves a half-written stage. The one
+write phase A can do is the ``migrate_api_version`` managed-fields rewrite (gate MigrateAPIVersion, off
+by default): it has to precede the dry-run it exists to unblock.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class ApplyOptions:
     ignore_rules: tuple[IgnoreRule, ...] = ()
     wait_interval: float = 2.0
     wait_timeout: float = 60.0
+    migrate_api_version: bool = False  # feature gate MigrateAPIVersion (writes in phase A, see docs)
 
 
 def is_immutable_error(err: BaseException) -> bool:
@@ -137,6 +140,15 @@ def strip_invalid_ca_bundle(obj: Object) -> None:
         del client_config["caBundle"]
 
 
+def migrate_api_version_patch(live: Object, api_version: str) -> JsonPatch:
+    """Rewrite every managed-fields entry to ``api_version`` (upstream ``PatchMigrateToVersion``)."""
+    entries = [e for e in metadata(live).get("managedFields") or [] if isinstance(e, dict)]
+    if not entries or all(e.get("apiVersion") == api_version for e in entries):
+        return []
+    migrated = [{**e, "apiVersion": api_version} for e in entries]
+    return [{"op": "replace", "path": "/metadata/managedFields", "value": migrated}]
+
+
 @dataclass
 class _Plan:
     desired: Object
@@ -146,6 +158,7 @@ class _Plan:
     write: bool = False
     recreate: bool = False
     cleanup: JsonPatch = field(default_factory=list)
+    migrated: bool = False
     resolutions: list[DriftResolution] = field(default_factory=list)
 
 
@@ -259,6 +272,8 @@ class ResourceManager:
         if live is not None and any_in_metadata(desired, options.if_not_present_selector):
             plan.entry = ChangeSetEntry.for_object(live, Action.SKIPPED)
             return
+        if options.migrate_api_version and live is not None:
+            await self._migrate_api_version(plan, live)
         try:
             dry_run = await self._dry_run(desired)
         except ValueError as exc:
@@ -271,6 +286,29 @@ class ResourceManager:
                 return
             raise DryRunError(dry_run_error_message(plan.ref, exc)) from exc
         self._plan_from_dry_run(plan, dry_run, options)
+
+    async def _migrate_api_version(self, plan: _Plan, live: Object) -> None:
+        api_version = str(plan.desired.get("apiVersion") or "")
+        patch = migrate_api_version_patch(live, api_version)
+        if not patch:
+            return
+        ref = ObjRef.from_object(live)
+        try:
+            plan.live = await self.client.patch(
+                str(live.get("apiVersion") or api_version),
+                ref.kind,
+                ref.name,
+                ref.namespace or None,
+                patch,
+                patch_type="json",
+                field_manager=self.field_manager,
+            )
+        except KubeError as exc:
+            raise ApplyStepError(
+                f"{ref} failed to migrate API version: failed to migrate managed fields API version "
+                f"to {api_version}: {_error_text(exc)}"
+            ) from exc
+        plan.migrated = True
 
     def _should_force(self, desired: Object, live: Object, options: ApplyOptions) -> bool:
         return (
@@ -285,7 +323,7 @@ class ResourceManager:
             plan.cleanup = cleanup_patch(plan.desired, live, options.cleanup, manager=self.field_manager)
         drifted = has_drifted(live, dry_run, options.ignore_rules)
         source = dry_run if metadata(dry_run).get("name") else plan.desired
-        if not drifted and not plan.cleanup:
+        if not drifted and not plan.cleanup and not plan.migrated:
             plan.entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
             return
         plan.write = True

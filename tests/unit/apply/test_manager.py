@@ -305,3 +305,35 @@ async def test_namespaced_object_without_namespace() -> None:
     with pytest.raises(DryRunError) as info:
         await manager(NoNamespaceClient()).apply_all_staged([obj], ApplyOptions())
     assert str(info.value) == "ConfigMap/a namespace not specified: the server could not find the requested resource"
+
+
+async def test_migrate_api_version_rewrites_managed_fields_before_the_dry_run() -> None:
+    client = FakeClient()
+    live = {
+        "apiVersion": "example.com/v2",
+        "kind": "Widget",
+        "metadata": {
+            "name": "w",
+            "namespace": "default",
+            "managedFields": [
+                {"manager": "kustomize-controller", "operation": "Apply", "apiVersion": "example.com/v1"},
+                {"manager": "other", "operation": "Update", "apiVersion": "example.com/v2"},
+            ],
+        },
+        "spec": {"size": 1},
+    }
+    client.seed(live)
+    desired = {k: v for k, v in live.items() if k != "metadata"} | {"metadata": {"name": "w", "namespace": "default"}}
+    cs = await manager(client).apply_all([desired], ApplyOptions(migrate_api_version=True))
+    assert [e.action for e in cs] == [Action.CONFIGURED]
+    first_write = client.writes()[0]
+    assert first_write.verb == "patch"
+    assert [e["apiVersion"] for e in first_write.body[0]["value"]] == ["example.com/v2", "example.com/v2"]
+    # the patch happened before the dry-run
+    verbs = [(c.verb, c.dry_run) for c in client.calls]
+    assert verbs.index(("patch", False)) < verbs.index(("apply", True))
+    # without the gate: unchanged, nothing written
+    client2 = FakeClient()
+    client2.seed(live)
+    cs = await manager(client2).apply_all([desired], ApplyOptions())
+    assert [e.action for e in cs] == [Action.UNCHANGED] and client2.writes() == []
