@@ -210,5 +210,5 @@ def test_unreadable_kustomization(decryptor: SopsDecryptor, tmp_path: Path, text
     root = tmp_path / "root"
     root.mkdir()
     (root / "kustomization.yaml").write_text(text)
-    with pytest.raises(DecryptionError, match="failed to unmarshal kustomization file from 'kustomization.yaml'"):
+    with pytest.raises(DecryptionError, match=r"failed to unmarshal kustomization file from 'kustomization\.yaml'"):
         decryptor.decrypt_sources(root, root)
