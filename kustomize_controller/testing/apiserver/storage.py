@@ -37,6 +37,8 @@ class Event:
     type: str  # ADDED, MODIFIED, DELETED
     obj: dict[str, Any]
     old: dict[str, Any] | None
+    # serialised watch lines by (event type, apiVersion), shared by every watcher (see watch.py)
+    lines: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
 
 
 class Watcher:

@@ -118,11 +118,10 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
                 await response.write(_line(translated[0], with_version(translated[1], rt)))
         await _pump(response, storage, watcher, req)
         await response.write_eof()
-    except (ConnectionResetError, asyncio.CancelledError):
-        if not watcher.closed:
-            watcher.close()
-        raise
+    except ConnectionResetError:
+        pass  # the client went away: nothing to tell it
     finally:
+        watcher.close()
         storage.unwatch(watcher)
     return response
 
@@ -153,4 +152,15 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
             return
         translated = _translate(req, event)
         if translated is not None:
-            await response.write(_line(translated[0], with_version(translated[1], req.rt)))
+            await response.write(_encoded(event, translated[0], translated[1], req.rt))
+
+
+def _encoded(event: Event, type_: str, obj: dict[str, Any], rt: ResourceType) -> bytes:
+    """The event's line, serialised once for every watcher that sees it the same way (fan-out)."""
+    if obj is not event.obj:
+        return _line(type_, with_version(obj, rt))
+    key = (type_, rt.api_version)
+    line = event.lines.get(key)
+    if line is None:
+        line = event.lines[key] = _line(type_, with_version(obj, rt))
+    return line
