@@ -118,8 +118,9 @@ def _tarinfo(name: str, *, kind: bytes, size: int = 0, executable: bool = False,
 
 
 def _check_relative(rel: str) -> str:
-    posix = PurePosixPath(rel.replace("\\", "/"))
-    if posix.is_absolute() or not posix.parts or any(p in ("..", ".") for p in posix.parts):
+    raw = rel.replace("\\", "/")
+    posix = PurePosixPath(raw)
+    if posix.is_absolute() or not posix.parts or any(p in ("..", ".") for p in raw.split("/")):
         raise ValueError(f"artifact entry {rel!r}: must be a relative path without '.' or '..' components")
     return posix.as_posix()
 
@@ -231,10 +232,10 @@ class ArtifactServer:
         self._port = sock.getsockname()[1]
         app = web.Application()
         app.router.add_get("/{path:.+}", self._serve)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            await web.SockSite(runner, sock, shutdown_timeout=1.0).start()
+            await web.SockSite(runner, sock).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
@@ -267,6 +268,11 @@ class ArtifactServer:
         if self._runner is None:
             raise RuntimeError("ArtifactServer: not started")
         return f"http://{self._host}:{self._port}"
+
+    @property
+    def storage(self) -> Path | None:
+        """The directory holding the published files (``None`` when stopped)."""
+        return self._root
 
     def url_for(self, path: str) -> str:
         return f"{self.url}/{path}"
@@ -368,7 +374,7 @@ class ArtifactServer:
         target = self._files.get(path)
         if target is None:
             return web.Response(status=404, text=f"artifact {path} not found\n")
-        size = target.stat().st_size
+        size = (await asyncio.to_thread(target.stat)).st_size
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "application/gzip", "Content-Length": str(size)}
         )
