@@ -19,6 +19,7 @@ import yaml
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kustomize_controller.kustomize.sops.cipher import Comment, to_mac_bytes
+from kustomize_controller.kustomize.sops.stores.yaml import _GoLoader
 from kustomize_controller.kustomize.sops.tree import MAC_ONLY_ENCRYPTED_INIT, Branch, EncryptionRules
 
 REPO = Path(__file__).resolve().parents[4]
@@ -161,7 +162,7 @@ def encrypt_document(plain: Branch | dict[str, Any], fmt: str, recipe: Recipe, k
     encrypted, mac = encrypt_branch(branch, key, recipe)
     meta = build_metadata(key, mac, recipe)
     if fmt == "yaml":
-        return yaml.safe_dump({**to_plain(encrypted), "sops": meta}, sort_keys=False).encode()
+        return yaml.dump({**to_plain(encrypted), "sops": meta}, Dumper=_SopsLikeDumper, sort_keys=False).encode()
     if fmt in ("json", "binary"):
         return json.dumps({**to_plain(encrypted), "sops": meta}, indent="\t").encode()
     if fmt == "dotenv":
@@ -186,6 +187,14 @@ def encrypt_document(plain: Branch | dict[str, Any], fmt: str, recipe: Recipe, k
         lines += [f"{k} = {v}".replace("\n", "\\n") for k, v in flatten(meta)]
         return ("\n".join(lines) + "\n").encode()
     raise ValueError(fmt)
+
+
+class _SopsLikeDumper(yaml.SafeDumper):
+    """Quotes every string that go-yaml v3 (sops) or YAML 1.1 would read as another type."""
+
+
+for _tag, _regexp in _GoLoader.yaml_implicit_resolvers.get("0", []):
+    _SopsLikeDumper.add_implicit_resolver(_tag, _regexp, list("-+0123456789."))
 
 
 def _to_branch(value: dict[str, Any]) -> Branch:

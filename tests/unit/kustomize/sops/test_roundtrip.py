@@ -60,7 +60,10 @@ flat_keys = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789", min_size=1
     lambda k: not k.lower().startswith("sops")
 )
 flat_values = st.text(
-    alphabet=st.characters(blacklist_characters="\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\\"), max_size=30
+    alphabet=st.characters(
+        blacklist_categories=("Cs",), blacklist_characters="\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\\"
+    ),
+    max_size=30,
 )
 
 
