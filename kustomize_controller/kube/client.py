@@ -157,6 +157,11 @@ class KubeClient:
         )
 
     @property
+    def rest_metrics(self) -> RestClientMetrics:
+        """The ``rest_client_requests_total`` counter this client (and its derived clients) count into."""
+        return self._metrics
+
+    @property
     def impersonated_user(self) -> str | None:
         return self._impersonate[0] if self._impersonate else None
 

@@ -93,7 +93,7 @@ class Manager:
         self.client = client
         self.clock = clock
         self.options = options or ManagerOptions()
-        self.metrics = metrics or RuntimeMetrics(clock=clock)
+        self.metrics = metrics or RuntimeMetrics(clock=clock, rest=client.rest_metrics)
         self.probes = Probes()
         self.probes.add_healthz_check("ping", ping)
         self.probes.add_readyz_check("ping", ping)

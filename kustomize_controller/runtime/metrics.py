@@ -3,7 +3,9 @@
 Contract:
 - ``RuntimeMetrics`` owns one ``CollectorRegistry`` (never the global default) holding the
   ``controller_runtime_*``, ``workqueue_*``, ``leader_election_master_status`` and
-  ``rest_client_requests_total`` families, plus process/platform collectors.
+  ``rest_client_requests_total`` families, plus process/platform collectors. The REST counter is the
+  one the ``KubeClient`` counts into: pass ``rest=client.rest_metrics`` (the manager does), or build
+  the client with ``metrics=runtime_metrics.rest``.
 - ``exposition()`` renders the text format without ``*_created`` series (Go's client has none);
   it filters them itself, so it does not depend on the process-wide
   ``prometheus_client.disable_created_metrics()`` switch (the manager still calls it, for any other
@@ -58,7 +60,9 @@ class _WithoutCreated:
 
 
 class RuntimeMetrics:
-    def __init__(self, *, clock: Clock, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock, registry: CollectorRegistry | None = None, rest: RestClientMetrics | None = None
+    ) -> None:
         self.clock = clock
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -162,7 +166,12 @@ class RuntimeMetrics:
             ["name"],
             registry=r,
         )
-        self.rest = RestClientMetrics(registry=r)
+        if rest is not None:
+            # the client was built first (it counts from its first request): export its counter here
+            r.register(rest.requests_total)
+            self.rest = rest
+        else:
+            self.rest = RestClientMetrics(registry=r)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
 
