@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import errors, objects, validation
+from . import crdschema, errors, objects, validation
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
 from .patch import managed
@@ -122,7 +122,7 @@ class Cluster:
         body = self._check_body(rt, copy.deepcopy(body), namespace, None)
         if body["metadata"].get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
-        obj = objects.prepare_create(rt, body, now=self.clock.now())
+        obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None)
         name = obj["metadata"].get("name") or ""
         validation.validate(rt, obj, None)
         self._check_namespace(rt, namespace, name)
@@ -208,7 +208,7 @@ class Cluster:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
             applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
                                         now=self.now())
-            result = objects.prepare_create(rt, applied, now=self.clock.now())
+            result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None)
             validation.validate(rt, result, None)
             self._check_namespace(rt, namespace, name)
             return self._store_new(rt, result, dry_run=dry_run), True
@@ -231,7 +231,7 @@ class Cluster:
             raise errors.page_not_found()
         if subresource == "status" and not rt.has_status:
             raise errors.page_not_found()
-        result = objects.prepare_update(rt, old, new, subresource=subresource or None)
+        result = _structural(rt, objects.prepare_update(rt, old, new, subresource=subresource or None), old)
         validation.validate(rt, result, old)
         if manager is not None:
             managed.record_update(rt, old, result, manager=manager, subresource=subresource, now=self.now())
@@ -391,6 +391,17 @@ class Cluster:
             "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
                       {"nonResourceURLs": ["*"], "verbs": ["*"]}],
         }, dry_run=False, manager="kube-apiserver")
+
+
+def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """Prune, default and schema-validate a custom resource (no-op for built-ins and schemaless CRDs)."""
+    if not rt.custom or not rt.schema:
+        return obj
+    result = crdschema.prune_and_default(rt.schema, obj)
+    problems = crdschema.validate(rt.schema, result, old)
+    if problems:
+        raise errors.invalid(rt.kind, rt.group, obj["metadata"].get("name") or "", problems)
+    return result
 
 
 def not_allowed_subresource(subresource: str) -> ApiStatusError:
