@@ -104,8 +104,9 @@ def mirror_controller(
     reconciler = MirrorReconciler(
         client=client, manager=manager, recorder=recorder, clock=clock, name=name, log=log, hold=hold
     )
-    controller = Controller(name="configmap-mirror", reconciler=reconciler, clock=clock, metrics=manager.metrics,
-                            concurrency=2)  # fmt: skip
+    controller = Controller(
+        name="configmap-mirror", reconciler=reconciler, clock=clock, metrics=manager.metrics, concurrency=2
+    )
     controller.watch(reconciler.informer)
     manager.add_controller(controller)
     return reconciler

@@ -67,8 +67,9 @@ async def test_status_subresource_of_a_custom_resource(cluster) -> None:
         }
         await client.create(repo)
         status = {"status": {"observedGeneration": 1}}
-        await client.patch("source.toolkit.fluxcd.io/v1", "GitRepository", "repo", ns, status,
-                           patch_type="merge", subresource="status")  # fmt: skip
+        await client.patch(
+            "source.toolkit.fluxcd.io/v1", "GitRepository", "repo", ns, status, patch_type="merge", subresource="status"
+        )
         got = await client.get("source.toolkit.fluxcd.io/v1", "GitRepository", "repo", ns)
         assert got["status"]["observedGeneration"] == 1
 
@@ -86,11 +87,16 @@ async def test_a_crd_installed_later_becomes_usable_without_restart(cluster) -> 
                 "group": "demo.example.com",
                 "scope": "Namespaced",
                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-                "versions": [{"name": "v1", "served": True, "storage": True,
-                              "schema": {"openAPIV3Schema": {"type": "object",
-                                                             "x-kubernetes-preserve-unknown-fields": True}}}],
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                ],
             },
-        }  # fmt: skip
+        }
         await client.apply(crd, field_manager="test")
 
         async def usable() -> bool:
@@ -101,8 +107,9 @@ async def test_a_crd_installed_later_becomes_usable_without_restart(cluster) -> 
             return True
 
         await eventually(usable, what="Widget served")
-        await client.create({"apiVersion": "demo.example.com/v1", "kind": "Widget",
-                             "metadata": {"name": "w", "namespace": ns}})  # fmt: skip
+        await client.create(
+            {"apiVersion": "demo.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}}
+        )
         assert (await client.get("demo.example.com/v1", "Widget", "w", ns))["metadata"]["name"] == "w"
 
 

@@ -52,8 +52,9 @@ async def test_mirror_survives_closes_compaction_and_offline_deletes(cluster) ->
     ns = cluster.namespace
     rng = random.Random(7)
     async with await make_client(cluster) as client:
-        informer = Informer(client=client, api_version="v1", kind="ConfigMap", namespace=ns, clock=RealClock(),
-                            page_size=4)  # fmt: skip
+        informer = Informer(
+            client=client, api_version="v1", kind="ConfigMap", namespace=ns, clock=RealClock(), page_size=4
+        )
         mirror = HandlerMirror()
         informer.add_handler(mirror.handler())
         for i in range(10):

@@ -88,8 +88,10 @@ async def test_killed_leader_is_replaced_within_lease_duration_plus_retry(cluste
         b.start()
         for i in range(4):
             await a.client.create(configmap(f"cm{i}", ns, k=str(i)))
-        await eventually(lambda: {e[1] for e in log if e[0] == "replica-a"} >= {f"{ns}/cm{i}" for i in range(4)},
-                         what="a reconciled everything")  # fmt: skip
+        await eventually(
+            lambda: {e[1] for e in log if e[0] == "replica-a"} >= {f"{ns}/cm{i}" for i in range(4)},
+            what="a reconciled everything",
+        )
         await asyncio.sleep(3 * RETRY_PERIOD)
         assert not b.manager.is_leader
         assert all(who == "replica-a" for who, *_ in log), "the standby must not reconcile"
@@ -109,8 +111,9 @@ async def test_killed_leader_is_replaced_within_lease_duration_plus_retry(cluste
         assert gap <= LEASE_DURATION + RETRY_PERIOD * 1.2 + SLACK, gap
 
         await a.client.create(configmap("after-failover", ns, k="x"))
-        await eventually(lambda: any(e[0] == "replica-b" and e[1] == f"{ns}/after-failover" for e in log),
-                         what="b reconciles")  # fmt: skip
+        await eventually(
+            lambda: any(e[0] == "replica-b" and e[1] == f"{ns}/after-failover" for e in log), what="b reconciles"
+        )
         assert_one_reconciler_at_a_time(log)
     finally:
         await cleanup(a, b)

@@ -1,0 +1,148 @@
+import asyncio
+
+import pytest
+
+from kustomize_controller.runtime.clock import FakeClock
+from kustomize_controller.runtime.controller import Controller, Request, Result
+from kustomize_controller.runtime.leader import LeaderElectionConfig
+from kustomize_controller.runtime.manager import Manager, ManagerOptions, parse_bind_address
+from tests.unit.runtime.fakeapi import FakeApi
+
+NO_HTTP = {"metrics_addr": "0", "health_addr": "0"}
+
+
+class Blocking:
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.finished = 0
+        self.cancelled = 0
+
+    async def reconcile(self, request: Request) -> Result:
+        self.started.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.finished += 1
+        return Result()
+
+
+def build(clock: FakeClock, *, grace: float = 30, election: LeaderElectionConfig | None = None):
+    api = FakeApi()
+    mgr = Manager(
+        client=api.client(),
+        clock=clock,
+        options=ManagerOptions(**NO_HTTP, graceful_shutdown_timeout=grace, leader_election=election),
+    )
+    rec = Blocking()
+    ctrl = Controller(name="t", reconciler=rec, clock=clock, metrics=mgr.metrics, concurrency=1)
+    mgr.add_controller(ctrl)
+    return api, mgr, ctrl, rec
+
+
+async def test_graceful_stop_lets_in_flight_reconciles_finish() -> None:
+    clock = FakeClock()
+    _, mgr, ctrl, rec = build(clock)
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await asyncio.sleep(0.01)
+    ctrl.queue.add(Request("ns", "a"))
+    ctrl.queue.add(Request("ns", "b"))
+    await asyncio.wait_for(rec.started.wait(), 1)
+    mgr.stop()
+    await asyncio.sleep(0.01)
+    assert not run.done()
+    rec.gate.set()
+    assert await asyncio.wait_for(run, 1) == 0
+    assert rec.finished == 1 and rec.cancelled == 0  # b was queued, not started: dropped
+
+
+async def test_grace_period_bounds_the_wait() -> None:
+    clock = FakeClock()
+    _, mgr, ctrl, rec = build(clock, grace=10)
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await asyncio.sleep(0.01)
+    ctrl.queue.add(Request("ns", "a"))
+    await asyncio.wait_for(rec.started.wait(), 1)
+    mgr.stop()
+    await asyncio.sleep(0.01)  # let the manager start its grace timer
+    await clock.advance(9)
+    assert not run.done()
+    await clock.advance(1)
+    assert await asyncio.wait_for(run, 1) == 0
+    assert rec.cancelled == 1
+
+
+async def test_second_stop_skips_the_grace_period() -> None:
+    clock = FakeClock()
+    _, mgr, ctrl, rec = build(clock, grace=1000)
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await asyncio.sleep(0.01)
+    ctrl.queue.add(Request("ns", "a"))
+    await asyncio.wait_for(rec.started.wait(), 1)
+    mgr.stop()
+    mgr.stop()
+    assert await asyncio.wait_for(run, 1) == 0
+    assert rec.cancelled == 1
+
+
+async def test_workers_start_only_when_leading_and_stop_releases() -> None:
+    clock = FakeClock()
+    election = LeaderElectionConfig(
+        name="lock", namespace="ns", identity="me", lease_duration=15, renew_deadline=10, retry_period=2
+    )
+    api, mgr, ctrl, rec = build(clock, election=election)
+    other = {"holderIdentity": "other", "leaseDurationSeconds": 15, "leaseTransitions": 3}
+    api.objects[("leases", "ns", "lock")] = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "lock", "namespace": "ns", "resourceVersion": "1"},
+        "spec": other,
+    }
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    ctrl.queue.add(Request("ns", "a"))
+    for _ in range(5):
+        await clock.advance(2.4)
+    assert not mgr.is_leader and not rec.started.is_set()
+    await clock.advance(15)
+    await asyncio.sleep(0.01)
+    assert mgr.is_leader
+    assert api.objects[("leases", "ns", "lock")]["spec"]["leaseTransitions"] == 4
+    rec.gate.set()
+    await asyncio.wait_for(rec.started.wait(), 1)
+    mgr.stop()
+    assert await asyncio.wait_for(run, 1) == 0
+    assert api.objects[("leases", "ns", "lock")]["spec"]["holderIdentity"] == ""
+
+
+async def test_stop_before_leadership_returns_cleanly() -> None:
+    clock = FakeClock()
+    election = LeaderElectionConfig(name="lock", namespace="ns", identity="me")
+    api, mgr, _, rec = build(clock, election=election)
+    api.down.add("leases")
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await clock.advance(10)
+    mgr.stop()
+    assert await asyncio.wait_for(run, 1) == 0
+    assert not rec.started.is_set()
+
+
+async def test_a_failing_task_makes_run_return_1() -> None:
+    clock = FakeClock()
+    _, mgr, _, _ = build(clock)
+
+    async def broken() -> None:
+        raise RuntimeError("boom")
+
+    mgr.add_runnable("broken", broken)
+    assert await asyncio.wait_for(mgr.run(handle_signals=False), 1) == 1
+
+
+def test_bind_addresses() -> None:
+    assert parse_bind_address(":8080") == ("0.0.0.0", 8080)
+    assert parse_bind_address("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_bind_address("[::1]:9440") == ("::1", 9440)
+    assert parse_bind_address("0") is None and parse_bind_address("") is None
+    with pytest.raises(ValueError, match="invalid bind address"):
+        parse_bind_address("localhost")

@@ -1,0 +1,60 @@
+from prometheus_client import CollectorRegistry
+
+from kustomize_controller.kube.metrics import RestClientMetrics
+from kustomize_controller.runtime.clock import FakeClock
+from kustomize_controller.runtime.metrics import RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS, RuntimeMetrics
+
+
+def test_bucket_layouts_match_controller_runtime() -> None:
+    assert len(RECONCILE_TIME_BUCKETS) == 40
+    assert RECONCILE_TIME_BUCKETS[0] == 0.005 and RECONCILE_TIME_BUCKETS[-1] == 60
+    assert len(WORKQUEUE_BUCKETS) == 12
+    assert WORKQUEUE_BUCKETS[0] == 1e-8 and abs(WORKQUEUE_BUCKETS[-1] - 1e3) < 1e-9
+
+
+def test_exposition_has_no_created_series_and_preset_results() -> None:
+    metrics = RuntimeMetrics(clock=FakeClock(), registry=CollectorRegistry())
+    metrics.controller("kustomization", max_concurrent=4)
+    metrics.reconcile_total.labels(controller="kustomization", result="success").inc()
+    text = metrics.exposition().decode()
+    assert "_created" not in text
+    assert 'controller_runtime_reconcile_total{controller="kustomization",result="success"} 1.0' in text
+    assert 'controller_runtime_reconcile_total{controller="kustomization",result="requeue"} 0.0' in text
+    assert 'controller_runtime_reconcile_errors_total{controller="kustomization"} 0.0' in text
+
+
+async def test_workqueue_metrics_follow_the_queue() -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(clock=clock, registry=registry)
+    q = metrics.queue("kustomization")
+    labels = {"name": "kustomization", "controller": "kustomization"}
+    q.add("a")
+    q.add("b")
+    assert registry.get_sample_value("workqueue_depth", {**labels, "priority": ""}) == 2
+    await clock.advance(2)
+    q.get("a")
+    assert registry.get_sample_value("workqueue_depth", {**labels, "priority": ""}) == 1
+    assert registry.get_sample_value("workqueue_queue_duration_seconds_sum", labels) == 2
+    await clock.advance(3)
+    assert registry.get_sample_value("workqueue_unfinished_work_seconds", labels) == 3
+    assert registry.get_sample_value("workqueue_longest_running_processor_seconds", labels) == 3
+    q.done("a")
+    assert registry.get_sample_value("workqueue_work_duration_seconds_sum", labels) == 3
+    assert registry.get_sample_value("workqueue_unfinished_work_seconds", labels) == 0
+    q.retry()
+    assert registry.get_sample_value("workqueue_retries_total", labels) == 1
+    assert registry.get_sample_value("workqueue_adds_total", labels) == 2
+
+
+def test_client_counter_is_exported_in_the_runtime_registry() -> None:
+    rest = RestClientMetrics()
+    rest.observe(code=200, method="get", host="h:1")
+    registry = CollectorRegistry()
+    RuntimeMetrics(clock=FakeClock(), registry=registry, rest=rest)
+    assert registry.get_sample_value("rest_client_requests_total", {"code": "200", "method": "GET", "host": "h:1"}) == 1
+    rest.observe(code=None, method="GET", host="h:1")
+    assert (
+        registry.get_sample_value("rest_client_requests_total", {"code": "<error>", "method": "GET", "host": "h:1"})
+        == 1
+    )
