@@ -7,33 +7,51 @@ Contract:
   ``gpg-agent`` and removes the directory. A finalizer does the same if ``close()`` is never
   called, so private keys never outlive the object on disk.
 - The user's own keyring and agent are never touched; ``--batch`` and loopback pinentry mean
-  gpg never prompts. Passphrase-protected keys are not supported (as upstream).
-- Messages name Secret keys (``'<name>.asc'``), never key material.
+  gpg never prompts, and every gpg run has a timeout. Passphrase-protected keys are not
+  supported (as upstream): they fail at once.
+- gpg is run directly rather than through python-gnupg: python-gnupg logs the decrypted output
+  at DEBUG level (here: the data key) and has no timeout.
+- Messages name Secret keys (``'<name>.asc'``) and gpg status keywords, never key material.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Mapping
-
-import gnupg
+from collections.abc import Mapping, Sequence
 
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
 
-_GPGCONF_TIMEOUT_SECONDS = 10.0
-
-# python-gnupg logs gpg's stderr at DEBUG; keep it quiet whatever the root level is.
-logging.getLogger("gnupg").setLevel(logging.WARNING)
+GPG_TIMEOUT_SECONDS = 30.0
+_STATUS_PREFIX = b"[GNUPG:] "
+# gpg status keywords that explain a failed decryption, most specific first
+_FAILURE_KEYWORDS = (
+    "NO_SECKEY",
+    "MISSING_PASSPHRASE",
+    "BAD_PASSPHRASE",
+    "KEYEXPIRED",
+    "NODATA",
+    "BADARMOR",
+    "DECRYPTION_FAILED",
+    "FAILURE",
+    "ERROR",
+)
 
 
 def gpg_binary() -> str | None:
     return shutil.which("gpg")
+
+
+def _statuses(stream: bytes) -> list[str]:
+    return [
+        line[len(_STATUS_PREFIX) :].decode("ascii", errors="replace")
+        for line in stream.splitlines()
+        if line.startswith(_STATUS_PREFIX)
+    ]
 
 
 def _remove_home(home: str) -> None:
@@ -44,7 +62,7 @@ def _remove_home(home: str) -> None:
                 [gpgconf, "--homedir", home, "--kill", "all"],
                 check=False,
                 capture_output=True,
-                timeout=_GPGCONF_TIMEOUT_SECONDS,
+                timeout=GPG_TIMEOUT_SECONDS,
             )
     shutil.rmtree(home, ignore_errors=True)
 
@@ -52,49 +70,60 @@ def _remove_home(home: str) -> None:
 class GnuPGKeyring:
     """Private keys for sops' PGP master keys, materialised lazily in a throwaway GNUPGHOME."""
 
-    def __init__(self, keys: Mapping[str, bytes]) -> None:
+    def __init__(self, keys: Mapping[str, bytes], *, timeout: float = GPG_TIMEOUT_SECONDS) -> None:
         self._keys = dict(keys)
-        self._gpg: gnupg.GPG | None = None
+        self._timeout = timeout
+        self._binary: str | None = None
         self._home: str | None = None
         self._finalizer: weakref.finalize[[str], GnuPGKeyring] | None = None
 
     def __bool__(self) -> bool:
         return bool(self._keys)
 
-    def _session(self) -> gnupg.GPG:
-        if self._gpg is not None:
-            return self._gpg
+    def _gpg(self, args: Sequence[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+        assert self._binary is not None and self._home is not None
+        argv = [self._binary, "--homedir", self._home, "--batch", "--no-tty", "--quiet", "--status-fd", "2", *args]
+        env = {"PATH": os.environ.get("PATH", ""), "GNUPGHOME": self._home, "HOME": self._home, "LC_ALL": "C"}
+        try:
+            return subprocess.run(argv, input=stdin, capture_output=True, timeout=self._timeout, env=env, check=False)
+        except subprocess.TimeoutExpired:
+            raise SopsKeyError(f"gpg did not finish within {self._timeout:g}s") from None
+        except OSError as err:
+            raise SopsKeyError(f"failed to run gpg: {err.strerror}") from None
+
+    def _ensure_home(self) -> None:
+        if self._home is not None:
+            return
         binary = gpg_binary()
         if binary is None:
             raise SopsKeyError("failed to decrypt sops data key with PGP: no 'gpg' binary on PATH")
+        self._binary = binary
         home = tempfile.mkdtemp(prefix="sops-gnupg-")
         self._home = home
         self._finalizer = weakref.finalize(self, _remove_home, home)
-        try:
-            gpg = gnupg.GPG(gpgbinary=binary, gnupghome=home, options=["--batch", "--no-tty"])
-        except (OSError, ValueError) as err:
-            raise SopsKeyError(f"failed to start gpg: {type(err).__name__}") from None
         for name, armored in self._keys.items():
-            result = gpg.import_keys(armored)
-            if not result.count:
+            result = self._gpg(["--import"], armored)
+            statuses = _statuses(result.stderr)
+            if not any(s.startswith("IMPORT_OK") for s in statuses):
                 raise SopsKeyError(f"failed to import '{name}' data: no OpenPGP key found")
-            if not result.sec_imported:
+            # IMPORT_RES <count> <no_user_id> <imported> <imported_rsa> <unchanged> <n_uids> <n_subk>
+            #            <n_sigs> <n_revoc> <sec_read> <sec_imported> <sec_dups> …
+            res = next((s.split() for s in statuses if s.startswith("IMPORT_RES")), [])
+            if len(res) < 11 or int(res[10]) == 0:
                 raise SopsKeyError(f"failed to import '{name}' data: no OpenPGP private key found")
-        self._gpg = gpg
-        return gpg
 
     def decrypt_data_key(self, enc: str, fingerprint: str) -> bytes:
         if not self._keys:
             raise SopsKeyError("failed to decrypt sops data key with PGP: no PGP private key was provided")
-        gpg = self._session()
-        result = gpg.decrypt(enc, extra_args=["--pinentry-mode", "loopback"])
-        if not result.ok:
-            status = result.status or "unknown error"
-            raise SopsKeyError(f"failed to decrypt sops data key with PGP key {fingerprint}: gpg: {status}")
-        return bytes(result.data)
+        self._ensure_home()
+        result = self._gpg(["--pinentry-mode", "loopback", "--decrypt"], enc.encode())
+        if result.returncode != 0:
+            keywords = [s.split(" ", 1)[0] for s in _statuses(result.stderr)]
+            reason = next((k for k in _FAILURE_KEYWORDS if k in keywords), f"exit status {result.returncode}")
+            raise SopsKeyError(f"failed to decrypt sops data key with PGP key {fingerprint}: gpg: {reason}")
+        return result.stdout
 
     def close(self) -> None:
-        self._gpg = None
         if self._finalizer is not None:
             self._finalizer()
             self._finalizer = None

@@ -57,7 +57,21 @@ def test_passphrase_protected_key_fails_fast_without_prompt(protected_key: tuple
     assert "PRIVATE KEY" not in str(info.value)
 
 
-def test_public_key_only_is_a_clear_error() -> None:
+def test_public_key_only_is_a_clear_error(tmp_path: Path) -> None:
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    try:
+        _gpg(home, "--import", data=fixture("keys/pgp.asc"))
+        public = _gpg(home, "--armor", "--export", "35C1A64CD7FC0AB6EB66756B2445463C3234ECE1")
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, timeout=30)
+    assert b"PUBLIC KEY BLOCK" in public
+    with SopsDecryptor.from_secret_data({"pub.asc": public}) as dec, pytest.raises(SopsKeyError) as info:
+        dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+    assert "failed to import 'pub.asc' data: no OpenPGP private key found" in str(info.value)
+
+
+def test_garbage_key_is_a_clear_error() -> None:
     with SopsDecryptor.from_secret_data({"pub.asc": b"not a key at all"}) as dec, pytest.raises(SopsKeyError) as info:
         dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
     assert "failed to import 'pub.asc' data: no OpenPGP key found" in str(info.value)
@@ -94,3 +108,19 @@ def test_gpg_missing_from_path(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.raises(SopsKeyError, match="no 'gpg' binary on PATH"),
     ):
         dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+
+
+def test_a_hanging_gpg_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kustomize_controller.kustomize.sops.keys.pgp import GnuPGKeyring
+
+    fake = tmp_path / "bin" / "gpg"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ.get('PATH', '')}")
+    ring = GnuPGKeyring({"k.asc": fixture("keys/pgp.asc")}, timeout=0.5)
+    try:
+        with pytest.raises(SopsKeyError, match=r"gpg did not finish within 0\.5s"):
+            ring.decrypt_data_key("-----BEGIN PGP MESSAGE-----", "FP")
+    finally:
+        ring.close()
