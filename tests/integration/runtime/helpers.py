@@ -68,6 +68,7 @@ class MirrorReconciler:
         self.name = name
         self.log = log if log is not None else []
         self.hold = hold
+        self.controller: Controller | None = None
 
     async def reconcile(self, request: Request) -> Result:
         start = self.clock.monotonic()
@@ -109,4 +110,5 @@ def mirror_controller(
     )
     controller.watch(reconciler.informer)
     manager.add_controller(controller)
+    reconciler.controller = controller
     return reconciler
