@@ -71,6 +71,8 @@ def label_selector_string(selector: Mapping[str, Any] | None) -> str | None:
         if not isinstance(expr, Mapping):
             return None
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if not isinstance(key, str) or not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            return None
         if op == "In":
             parts.append(f"{key} in ({','.join(values)})")
         elif op == "NotIn":
@@ -119,6 +121,8 @@ class StatusPoller:
             result = self._compute(obj, ref)
         except (KStatusError, CelEvaluationError) as exc:
             return ResourceStatus(target, Status.UNKNOWN, error=str(exc))
+        except Exception as exc:  # a malformed object must not break the wait for every other object
+            return ResourceStatus(target, Status.UNKNOWN, error=f"can't compute status: {exc!r}")
         if result.status is Status.IN_PROGRESS and ref.group == "apps" and ref.kind in ("ReplicaSet", "StatefulSet"):
             failed = await self._failed_pods(obj, ref)
             if failed:

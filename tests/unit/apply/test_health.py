@@ -269,3 +269,30 @@ def test_targets_from_references_defaults() -> None:
         ("apps/v1", "Deployment/app/web"),
         ("v1", "Namespace/app"),
     ]
+
+
+async def test_malformed_object_is_unknown_not_a_crash() -> None:
+    client = FakeClient()
+    client.seed(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "s", "namespace": "app"},
+            "spec": {"replicas": "three"},
+            "status": {"conditions": [{"type": "Ready", "status": 1}]},
+        }
+    )
+    client.seed(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "r", "namespace": "app"},
+            "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": [1]}]}},
+        }
+    )
+    poller = StatusPoller(client=client, clock=FakeClock())
+    sts = await poller.read(target("s", "StatefulSet", "apps"))
+    rs = await poller.read(target("r", "ReplicaSet", "apps"))
+    assert sts.status is Status.IN_PROGRESS  # replicas falls back to the default like GetIntField
+    assert rs.status is Status.IN_PROGRESS  # unusable selector: the pods are not consulted
+    assert label_selector_string({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}) is None
