@@ -123,6 +123,7 @@ class Cluster:
         if body["metadata"].get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
         obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None)
+        objects.normalise(rt, obj, None)
         name = obj["metadata"].get("name") or ""
         validation.validate(rt, obj, None)
         self._check_namespace(rt, namespace, name)
@@ -209,6 +210,7 @@ class Cluster:
             applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
                                         now=self.now())
             result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None)
+            objects.normalise(rt, result, None)
             validation.validate(rt, result, None)
             self._check_namespace(rt, namespace, name)
             return self._store_new(rt, result, dry_run=dry_run), True
@@ -232,6 +234,7 @@ class Cluster:
         if subresource == "status" and not rt.has_status:
             raise errors.page_not_found()
         result = _structural(rt, objects.prepare_update(rt, old, new, subresource=subresource or None), old)
+        objects.normalise(rt, result, old)
         validation.validate(rt, result, old)
         if manager is not None:
             managed.record_update(rt, old, result, manager=manager, subresource=subresource, now=self.now())

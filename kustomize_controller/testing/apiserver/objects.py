@@ -15,12 +15,15 @@ Functions return new dicts; inputs are not mutated.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import secrets
 import uuid
 from datetime import datetime
 from typing import Any
 
+from . import errors
 from .kinds import ResourceType
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -57,6 +60,45 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, now: datetime) -> d
         else:
             new["status"] = _initial_status(rt)
     return new
+
+
+def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """Kind-specific conversions and allocations the real server makes on every write (in place)."""
+    if rt.kind == "Secret" and not rt.group:
+        _secret_string_data(obj)
+    elif rt.kind == "Service" and not rt.group:
+        _service_addresses(obj, old)
+    return obj
+
+
+def _secret_string_data(obj: dict[str, Any]) -> None:
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = dict(obj.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+    obj.setdefault("type", "Opaque")
+    for key, value in (obj.get("data") or {}).items():
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (ValueError, binascii.Error) as err:
+            raise errors.bad_request(f"Secret in version \"v1\" cannot be handled as a Secret: illegal base64 "
+                                     f"data at input byte 0 (key {key!r})") from err
+
+
+def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    old_spec = (old or {}).get("spec") or {}
+    if not spec.get("clusterIP") and old_spec.get("clusterIP"):
+        spec["clusterIP"] = old_spec["clusterIP"]
+        if old_spec.get("clusterIPs"):
+            spec["clusterIPs"] = list(old_spec["clusterIPs"])
+    if not spec.get("clusterIP") and spec["type"] != "ExternalName":
+        spec["clusterIP"] = f"10.96.{secrets.randbelow(256)}.{1 + secrets.randbelow(254)}"
+    if spec.get("clusterIP") and not spec.get("clusterIPs"):
+        spec["clusterIPs"] = [spec["clusterIP"]]
 
 
 def _initial_status(rt: ResourceType) -> dict[str, Any]:

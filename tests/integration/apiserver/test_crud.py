@@ -133,3 +133,33 @@ async def test_name_mismatch_is_bad_request(cluster):
         obj["metadata"]["name"] = "n2"
         status, body = await call(http, "PUT", cm_path(cluster.namespace, "n1"), body=obj)
         assert (status, body["reason"]) == (400, "BadRequest")
+
+
+async def test_secret_string_data_becomes_base64_data(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        status, obj = await call(http, "POST", f"/api/v1/namespaces/{ns}/secrets",
+                                 body={"metadata": {"name": "sd"}, "stringData": {"user": "admin"},
+                                       "data": {"x": "eQ=="}})
+        assert status == 201
+        assert "stringData" not in obj
+        assert obj["data"] == {"x": "eQ==", "user": "YWRtaW4="}
+        assert obj["type"] == "Opaque"
+        status, body = await call(http, "POST", f"/api/v1/namespaces/{ns}/secrets",
+                                  body={"metadata": {"name": "bad"}, "data": {"x": "not base64!"}})
+        assert (status, body["reason"]) == (400, "BadRequest")
+
+
+async def test_service_gets_a_cluster_ip_that_updates_keep(cluster):
+    ns = cluster.namespace
+    svc = {"metadata": {"name": "svc"}, "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}
+    async with cluster.session() as http:
+        status, obj = await call(http, "POST", f"/api/v1/namespaces/{ns}/services", body=svc)
+        assert status == 201
+        ip = obj["spec"]["clusterIP"]
+        assert ip and obj["spec"]["clusterIPs"] == [ip] and obj["spec"]["type"] == "ClusterIP"
+        svc["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+        svc["spec"]["ports"] = [{"port": 81}]
+        status, updated = await call(http, "PUT", f"/api/v1/namespaces/{ns}/services/svc", body=svc)
+        assert status == 200, updated
+        assert updated["spec"]["clusterIP"] == ip

@@ -170,3 +170,16 @@ async def test_update_takes_ownership_of_what_it_changes(cluster):
         entries = manager_entries(obj)
         assert entries[("kubectl-edit", "Update")]["fieldsV1"] == {"f:data": {"f:a": {}}}
         assert entries[("applier", "Apply")]["fieldsV1"] == {"f:data": {"f:b": {}}}
+
+
+async def test_managed_fields_can_be_stripped_but_not_by_accident(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "PATCH", cm_path(ns, "mf"), body=configmap("mf", {"a": "1"}), content_type=APPLY,
+                            params=apply_params("owner"))
+        _, kept = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": []}},
+                             content_type=MERGE)
+        assert kept["metadata"]["managedFields"] == obj["metadata"]["managedFields"]
+        _, stripped = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": [{}]}},
+                                 content_type=MERGE)
+        assert "managedFields" not in stripped["metadata"]

@@ -4,6 +4,9 @@ Entries are identified as the real server does: (manager, operation, subresource
 ``Update`` entries and (manager, operation, subresource) for ``Apply`` entries. Every entry carries the
 time of its last change and a ``FieldsV1`` set. Entries left with no fields are dropped.
 
+A client may rewrite ``managedFields`` through any non-apply write (Flux does, to take over fields from
+kubectl); ``[]`` or leaving the field out keeps the stored entries, ``[{}]`` strips them all.
+
 ``record_update`` implements the ownership rule for non-apply writes (create, PUT, merge/json/strategic
 patch): the writer takes every field whose value it changed or added, other managers lose those fields, and
 fields that disappeared leave every set. No conflicts are possible for those writes.
@@ -106,8 +109,14 @@ def record_update(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, A
                   subresource: str, now: str) -> None:
     """Update ``new``'s managedFields (in place) for a non-apply write by ``manager``."""
     entries = load(old) if old is not None else []
-    if old is not None and old.get("metadata", {}).get("managedFields") != new["metadata"].get("managedFields"):
-        # the client rewrote managedFields itself: take its version (an empty list resets ownership)
+    sent = new["metadata"].get("managedFields")
+    if sent == [{}]:
+        # one empty entry is the documented way to strip managedFields entirely
+        new["metadata"].pop("managedFields", None)
+        return
+    if old is not None and sent and sent != old.get("metadata", {}).get("managedFields"):
+        # the client rewrote managedFields itself: take its version. Absent or [] keeps the stored ones,
+        # so clients unaware of the field never strip it.
         entries = load(new)
     scope = status_scope(rt, subresource)
     changed, removed = changed_paths(rt, old, new, scope)
