@@ -13,8 +13,6 @@ from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.testing.apiserver.requestlog import RequestRecord
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 async def kube(cluster: Any) -> AsyncIterator[KubeClient]:
