@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kustomize_controller.kustomize.errors import SubstitutionError
+from kustomize_controller.kustomize.errors import EnvsubstError, SubstitutionError
 from kustomize_controller.kustomize.substitute import (
     KubeVarSource,
     PostBuild,
@@ -16,6 +18,7 @@ from kustomize_controller.kustomize.substitute import (
     SubstituteReference,
     gvk_string,
     load_variables,
+    substitute_text,
 )
 
 CM_TEXT = """apiVersion: v1
@@ -190,3 +193,19 @@ async def test_kube_var_source_decodes_secrets_and_maps_404() -> None:
     assert await source("ConfigMap", "c") == {"A": "1"}
     assert await source("Secret", "s") == {"B": "two"}
     assert await source("Secret", "missing") is None
+
+
+@settings(max_examples=300)
+@given(
+    st.text(max_size=80),
+    st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=6), max_size=3),
+    st.booleans(),
+)
+def test_substitute_text_raises_only_envsubst_errors(text: str, variables: dict[str, str], strict: bool) -> None:
+    try:
+        out = substitute_text(text, variables, strict=strict)
+    except EnvsubstError:
+        return
+    assert isinstance(out, str)
+    if "$" not in text:
+        assert out == text
