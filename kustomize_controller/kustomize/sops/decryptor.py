@@ -97,9 +97,20 @@ class SopsDecryptor:
         global_age_keys: Mapping[str, bytes] | None = None,
         max_file_size: int = MAX_ENCRYPTED_FILE_SIZE,
         verify_mac: bool = True,
+        secret_label: str = "decryption Secret",
+        global_secret_label: str = "global age Secret",
     ) -> SopsDecryptor:
-        """Keys from the ``decryption.secretRef`` Secret data and the ``--sops-age-secret`` data."""
-        keyring = KeyRing.from_secret_data(data, global_age_keys=global_age_keys)
+        """Keys from the ``decryption.secretRef`` Secret data and the ``--sops-age-secret`` data.
+
+        From the global data only ``*.agekey`` entries are used. The labels name the Secrets in
+        import errors. Raises ``SopsFormatError`` for a malformed age key.
+        """
+        keyring = KeyRing.from_secret_data(
+            data,
+            global_age_keys=global_age_keys,
+            secret_label=secret_label,
+            global_secret_label=global_secret_label,
+        )
         return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac)
 
     def close(self) -> None:

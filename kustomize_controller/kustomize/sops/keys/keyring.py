@@ -79,12 +79,15 @@ class KeyRing:
         data: Mapping[str, bytes],
         *,
         global_age_keys: Mapping[str, bytes] | None = None,
+        secret_label: str = "decryption Secret",
+        global_secret_label: str = "global age Secret",
     ) -> KeyRing:
+        """``*_label`` name the Secrets in import errors (e.g. ``sops decryption Secret 'ns/name'``)."""
         identities = age.AgeIdentities()
         pgp_keys: dict[str, bytes] = {}
         unusable: list[str] = []
-        sources = [("decryption Secret", data), ("global age Secret", global_age_keys or {})]
-        for label, values in sources:
+        sources = [(secret_label, data, True), (global_secret_label, global_age_keys or {}, False)]
+        for label, values, full in sources:
             for name in sorted(values):
                 value = values[name]
                 if name.endswith(AGE_EXT):
@@ -92,9 +95,9 @@ class KeyRing:
                         identities.extend(age.parse_identities(value.decode("utf-8", errors="replace")))
                     except SopsError as err:
                         raise SopsFormatError(f"failed to import '{name}' data from {label}: {err}") from None
-                elif name.endswith(PGP_EXT) and label == "decryption Secret":
+                elif name.endswith(PGP_EXT) and full:
                     pgp_keys[name] = value
-                elif name in UNSUPPORTED_CREDENTIALS and label == "decryption Secret":
+                elif name in UNSUPPORTED_CREDENTIALS and full:
                     unusable.append(f"'{name}' ({UNSUPPORTED_CREDENTIALS[name]})")
         return cls(age_identities=identities, pgp_keys=pgp_keys, unusable_credentials=unusable)
 
