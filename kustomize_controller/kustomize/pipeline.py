@@ -32,7 +32,7 @@ import shutil
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
@@ -52,6 +52,9 @@ from kustomize_controller.kustomize.generate import Overlay, generate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
 from kustomize_controller.kustomize.substitute import PostBuild, Substituter, VarSource, object_label
+
+if TYPE_CHECKING:
+    from kustomize_controller.api.kustomization import Kustomization
 
 DECRYPT_KEY = "kustomize.toolkit.fluxcd.io/decrypt"
 
@@ -109,6 +112,14 @@ class BuildOptions:
             allow_remote_bases=not no_remote_bases,
             strict_substitution=strict_substitution,
         )
+
+    @classmethod
+    def from_kustomization(
+        cls, kustomization: Kustomization, *, no_remote_bases: bool = False, strict_substitution: bool = True
+    ) -> BuildOptions:
+        """From the API model (its JSON form, so fields keep upstream's names)."""
+        spec = kustomization.model_dump(by_alias=True, mode="json")["spec"]
+        return cls.from_spec(spec, no_remote_bases=no_remote_bases, strict_substitution=strict_substitution)
 
 
 @dataclass(slots=True)

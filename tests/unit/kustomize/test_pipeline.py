@@ -282,3 +282,32 @@ async def test_checkout_downloads_extracts_and_cleans_up(artifact_server: tuple[
             await pipeline.run(url=f"{url}/evil.tgz", digest=evil_digest, options=BuildOptions())
     assert list((tmp_path / "ws").iterdir()) == []
     assert not (tmp_path / "evil").exists()
+
+
+def test_options_from_the_api_model() -> None:
+    from kustomize_controller.api.kustomization import parse_kustomization
+
+    ks = parse_kustomization(
+        {
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {
+                "interval": "1m", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "r"},
+                "path": "./x", "targetNamespace": "t", "namePrefix": "p-",
+                "patches": [{"patch": "p", "target": {"kind": "Deployment", "labelSelector": "a=b"}}],
+                "images": [{"name": "n", "newTag": "1"}], "components": ["../c"],
+                "commonMetadata": {"labels": {"a": "b"}},
+                "postBuild": {"substitute": {"A": "1"}, "substituteFrom": [{"kind": "Secret", "name": "s"}]},
+            },
+        }
+    )
+    options = BuildOptions.from_kustomization(ks, no_remote_bases=True, strict_substitution=False)
+    assert options.path == "./x"
+    assert options.overlay.target_namespace == "t" and options.overlay.name_prefix == "p-"
+    assert options.overlay.patches == ({"patch": "p", "target": {"kind": "Deployment", "labelSelector": "a=b"}},)
+    assert options.overlay.images == ({"name": "n", "newTag": "1"},)
+    assert options.post_build is not None and options.post_build.substitute == {"A": "1"}
+    assert options.post_build.substitute_from[0].kind == "Secret"
+    assert options.common_metadata is not None and options.common_metadata.labels == {"a": "b"}
+    assert not options.allow_remote_bases and not options.strict_substitution
