@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import math
 import re
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ class Comment:
     inline: bool = False
 
 
-Scalar = str | int | float | bool | bytes | Comment | None
+Scalar = str | int | float | bool | bytes | Comment | datetime.date | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,4 +161,9 @@ def to_mac_bytes(value: Scalar) -> bytes:
         return value
     if isinstance(value, Comment):
         return value.value.encode("utf-8")
+    if isinstance(value, datetime.datetime):
+        text = value.isoformat()
+        return (text[:-6] + "Z" if text.endswith("+00:00") else text).encode()
+    if isinstance(value, datetime.date):
+        return f"{value.isoformat()}T00:00:00Z".encode()
     raise SopsFormatError(f"Could not convert unknown type {type(value).__name__} to bytes")

@@ -20,6 +20,7 @@ Contract of ``decrypt_branches`` (mirrors sops' ``Tree.Decrypt``):
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 from collections.abc import Callable, Sequence
@@ -121,7 +122,8 @@ def _walk_value(value: Any, path: list[str], stack: list[list[str]], on_leaf: Le
         return _walk_list(value, path, stack, on_leaf)
     if value is None:
         return None
-    if isinstance(value, str | int | float | bool | bytes | Comment):
+    if isinstance(value, str | int | float | bool | bytes | Comment | datetime.date):
+        # dates: objects parsed with a YAML 1.1 loader upstream of us carry timestamps as dates
         return on_leaf(value, path, stack)
     raise SopsFormatError(f"Cannot walk value, unknown type: {type(value).__name__}")
 

@@ -266,3 +266,13 @@ def test_is_encrypted_secret() -> None:
     assert is_encrypted_secret({"apiVersion": "v1", "kind": "Secret", "sops": {}})
     assert not is_encrypted_secret({"apiVersion": "v1", "kind": "ConfigMap", "sops": {}})
     assert not is_encrypted_secret({"apiVersion": "v1", "kind": "Secret"})
+
+
+def test_objects_with_dates_from_a_yaml11_parser(decryptor: SopsDecryptor) -> None:
+    import datetime
+
+    obj = load("algorithms/age.yaml")
+    obj["metadata"]["annotations"] = {"when": datetime.date(2024, 1, 1)}
+    out = decryptor.decrypt_object(obj)
+    assert out["stringData"] == {"key": "value"}
+    assert out["metadata"]["annotations"] == {"when": datetime.date(2024, 1, 1)}
