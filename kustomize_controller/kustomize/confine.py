@@ -19,10 +19,11 @@ remote bases are disabled; ``file://`` references (a local git clone) are always
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
-Not promised: the content of remote bases is not inspected — when remote bases are allowed, a
-remote kustomization is outside this boundary (run with ``--no-remote-bases`` where tenants are
-untrusted). Entries that do not exist locally and do not look remote are left for kustomize to
-report.
+Not promised: the content of remote bases is not inspected here. kustomize itself loads a git
+clone with its root-only restrictor (a cloned kustomization cannot read outside the clone, and
+its bases must stay inside it), and an HTTP resource is plain YAML; beyond that we trust git and
+kustomize — run with ``--no-remote-bases`` where tenants are untrusted. Entries that do not exist
+locally and do not look remote are left for kustomize to report.
 """
 
 from __future__ import annotations
