@@ -15,7 +15,8 @@ make kustomize read:
 Any path that lands outside the artifact root fails the build with :class:`ConfinementError`
 naming the kustomization file and the offending entry — never anything read from the target.
 Remote references (``https://``, ``git::``, ``github.com/...``, ``?ref=``, ...) are refused when
-remote bases are disabled; ``file://`` references (a local git clone) are always refused. Helm
+remote bases are disabled; references containing ``file://`` (also ``git::file://``: a clone of
+a repository on the controller's disk) are always refused. Helm
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
@@ -97,7 +98,7 @@ class _Walker:
 
     def _local(self, kfile: Path, base: Path, key: str, entry: str) -> Path:
         """Resolve a local path entry; refuse it when it leaves the root."""
-        if entry.lower().startswith("file://"):
+        if "file://" in entry.lower():
             raise self._fail(kfile, key, entry, "is a local git reference outside the artifact root")
         real, inside = resolve_inside(self.root, base / entry)
         if not inside:
@@ -106,7 +107,7 @@ class _Walker:
 
     def _maybe_remote(self, kfile: Path, base: Path, key: str, entry: str) -> bool:
         """True when ``entry`` is a remote reference that is allowed; raise if refused."""
-        if entry.lower().startswith("file://"):
+        if "file://" in entry.lower():
             raise self._fail(kfile, key, entry, "is a local git reference outside the artifact root")
         if os.path.lexists(base / entry) or not looks_remote(entry):
             return False

@@ -59,6 +59,8 @@ ESCAPES = [
     ("generators: [../../outside/token]\n", "'generators' entry"),
     ("validators: [../../outside/token]\n", "'validators' entry"),
     ("resources: [../base]\ncomponents: [file:///etc]\n", "local git reference"),
+    ("resources: ['git::file:///srv/repo']\n", "local git reference"),
+    ("resources: ['FILE:///srv/repo?ref=main']\n", "local git reference"),
 ]
 
 
