@@ -162,19 +162,27 @@ class Registry:
         self._by_kind: dict[tuple[str, str, str], ResourceType] = {}
         self._crd_types: dict[str, list[ResourceType]] = {}
         self._group_order: list[str] = []
+        # (group, version) -> number of served resources, so routing checks are dict hits
+        self._served: dict[tuple[str, str], int] = {}
         for rt in BUILTIN_TYPES:
             self._add(rt)
 
     def _add(self, rt: ResourceType) -> None:
         self._by_resource[(rt.group, rt.version, rt.plural)] = rt
         self._by_kind[(rt.group, rt.version, rt.kind)] = rt
+        self._served[(rt.group, rt.version)] = self._served.get((rt.group, rt.version), 0) + 1
         if rt.group and rt.group not in self._group_order:
             self._group_order.append(rt.group)
 
     def _remove(self, rt: ResourceType) -> None:
-        self._by_resource.pop((rt.group, rt.version, rt.plural), None)
+        if self._by_resource.pop((rt.group, rt.version, rt.plural), None) is None:
+            return
         self._by_kind.pop((rt.group, rt.version, rt.kind), None)
-        if rt.group and not any(g == rt.group for g, _, _ in self._by_resource):
+        key = (rt.group, rt.version)
+        self._served[key] -= 1
+        if not self._served[key]:
+            del self._served[key]
+        if rt.group and not any(g == rt.group for g, _ in self._served):
             self._group_order.remove(rt.group)
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
@@ -194,10 +202,9 @@ class Registry:
     def register_crd(self, crd: dict[str, Any]) -> list[ResourceType]:
         name = crd["metadata"]["name"]
         self.unregister_crd(name)
-        types = types_from_crd(crd)
+        # a version clashing with a type already served (a built-in, another CRD) is not taken over
+        types = [rt for rt in types_from_crd(crd) if (rt.group, rt.version, rt.plural) not in self._by_resource]
         for rt in types:
-            if (rt.group, rt.version, rt.plural) in self._by_resource:
-                continue
             self._add(rt)
         self._crd_types[name] = types
         return types
@@ -212,17 +219,13 @@ class Registry:
     # discovery -------------------------------------------------------------------------------------
 
     def _versions(self, group: str) -> list[str]:
-        versions: list[str] = []
-        for g, v, _ in self._by_resource:
-            if g == group and v not in versions:
-                versions.append(v)
-        return sorted(versions, key=_version_priority)
+        return sorted((v for g, v in self._served if g == group), key=_version_priority)
 
     def group_exists(self, group: str) -> bool:
         return group in self._group_order
 
     def version_exists(self, group: str, version: str) -> bool:
-        return version in self._versions(group)
+        return (group, version) in self._served
 
     def api_versions(self) -> dict[str, Any]:
         return {"kind": "APIVersions", "versions": ["v1"],
