@@ -58,7 +58,11 @@ def load(data: bytes) -> list[Branch]:
             if pending:
                 section.append((Comment(_strip_comment_char("\n".join(pending))), None))
                 pending = []
-            sections.append((line[1:-1].strip(), section))
+            name = line[1:-1].strip()
+            if name == DEFAULT_SECTION and len(sections) == 1 and not sections[0][1]:
+                sections[0] = (name, section)  # an explicit [DEFAULT] header opens the implicit section
+            else:
+                sections.append((name, section))
             continue
         positions = [p for p in (line.find("="), line.find(":")) if p > 0]
         if not positions:

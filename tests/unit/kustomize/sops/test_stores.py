@@ -122,3 +122,9 @@ def test_duplicate_sops_block_is_refused() -> None:
         load_encrypted(b'{"a": 1}', Format.JSON)
     with pytest.raises(SopsFormatError, match="not a mapping"):
         load_encrypted(b'{"sops": 1}', Format.JSON)
+
+
+def test_ini_explicit_default_section() -> None:
+    branches = ini.load(b"[DEFAULT]\na = 1\n[s]\nb = 2\n")
+    assert [name for name, _ in branches[0]] == ["DEFAULT", "s"]
+    assert ini.emit(branches) == b"[DEFAULT]\na = 1\n\n[s]\nb = 2\n"
