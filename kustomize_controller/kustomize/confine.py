@@ -100,7 +100,8 @@ class _Walker:
         """Resolve a local path entry; refuse it when it leaves the root."""
         if "file://" in entry.lower():
             raise self._fail(kfile, key, entry, "is a local git reference outside the artifact root")
-        real, inside = resolve_inside(self.root, base / entry)
+        # kustomize cleans ".." lexically before the OS follows symlinks: check that same path.
+        real, inside = resolve_inside(self.root, Path(os.path.normpath(os.path.join(base, entry))))
         if not inside:
             raise self._fail(kfile, key, entry, "resolves outside the artifact root")
         return real

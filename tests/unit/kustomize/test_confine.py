@@ -109,6 +109,17 @@ def test_symlinked_kustomization_file_is_refused(layout: tuple[Path, Path]) -> N
         check(root)
 
 
+def test_dotdot_is_resolved_lexically_like_kustomize(layout: tuple[Path, Path]) -> None:
+    # Through the symlink the path would stay inside (deep/a/b/../../../x); kustomize cleans the
+    # ".." first and so would read two levels above the root: refuse.
+    root, _ = layout
+    (root / "deep" / "a" / "b").mkdir(parents=True)
+    (root / "app" / "jump").symlink_to(root / "deep" / "a" / "b")
+    kustomize(root, "configMapGenerator:\n- name: x\n  files: [jump/../../../outside/token]\n")
+    with pytest.raises(ConfinementError, match="resolves outside the artifact root"):
+        check(root)
+
+
 def test_symlinks_inside_the_root_are_fine(layout: tuple[Path, Path]) -> None:
     root, _ = layout
     (root / "alias").symlink_to(root / "base")
