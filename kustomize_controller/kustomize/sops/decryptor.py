@@ -17,8 +17,11 @@ Contract:
   pipeline prefixes ``error decrypting sources: `` and ``decryption failed for
   '<Kind.version.group>/<name>': `` (``pipeline.Decryptor``'s contract).
 - Limits: 5 MiB per encrypted file or embedded document.
-- Keys come from the constructor; ``close()`` (or ``with``) removes the temporary GNUPGHOME.
-- No log line, exception or condition message carries a key or a plaintext.
+- Keys come from the constructor (or ``loader.load_decryptor``); ``close()`` (or ``with``)
+  removes the temporary GNUPGHOME. One instance per reconcile; not thread-safe (the pipeline
+  calls it from worker threads, one call at a time). Recovered data keys are cached for the
+  instance's lifetime, so objects sharing a data key cost one unwrap.
+- No log line, exception or condition message carries a key or a plaintext; nothing here logs.
 """
 
 from __future__ import annotations
