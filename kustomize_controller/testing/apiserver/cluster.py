@@ -319,14 +319,19 @@ class Cluster:
         return objects.with_version(final, rt)
 
     def _sweep_namespace(self, namespace: str) -> None:
+        """The namespace controller's work: delete everything in it (objects refused by a delete hook,
+        like a denying webhook, stay and keep the namespace Terminating)."""
         for key in self.storage.namespaces_in_use(namespace):
             rt = self._type_for_storage(key)
+            if rt is None:
+                continue
             for obj in list(self.storage.iterate(key, namespace)):
-                if obj["metadata"].get("finalizers"):
-                    if not obj["metadata"].get("deletionTimestamp") and rt is not None:
-                        self.delete(rt, namespace, obj["metadata"]["name"], None, dry_run=False)
-                else:
-                    self.storage.remove(key, obj)
+                if obj["metadata"].get("deletionTimestamp"):
+                    continue
+                try:
+                    self.delete(rt, namespace, obj["metadata"]["name"], None, dry_run=False)
+                except ApiStatusError:
+                    continue
         self._finish_namespace(namespace)
 
     def _finish_namespace(self, namespace: str) -> None:

@@ -184,6 +184,8 @@ class Api:
             raise errors.method_not_allowed()
         if (verb == "create" and target.name) or (verb in ("update", "patch") and not target.name):
             raise errors.method_not_allowed()
+        if rt.namespaced and target.namespace is None and verb not in ("list", "watch"):
+            raise errors.method_not_allowed()
         if self.options.rbac or user.anonymous:
             attrs = Attributes(verb, rt.group, rt.plural, target.subresource, namespace, target.name or "")
             if not self.authorizer.allowed(user, attrs):

@@ -142,3 +142,28 @@ async def test_command_line_server_serves_until_sigterm(tmp_path):
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_namespace_stays_terminating_while_a_webhook_refuses_a_delete(cluster):
+    server = cluster.require_server()
+    name = cluster.namespace + "-w"
+    rule = server.faults.reject_deletes(resource="configmaps", namespace=name, name="guarded")
+    async with cluster.session() as http:
+        await call(http, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+        await call(http, "POST", cm_path(name), body=configmap("guarded"))
+        await call(http, "POST", cm_path(name), body=configmap("free"))
+        status, _ = await call(http, "DELETE", f"/api/v1/namespaces/{name}")
+        assert status == 200
+        assert (await call(http, "GET", cm_path(name, "free")))[0] == 404
+        assert (await call(http, "GET", cm_path(name, "guarded")))[0] == 200
+        assert rule.hits == 1
+        server.faults.clear()
+        status, _ = await call(http, "DELETE", cm_path(name, "guarded"))
+        assert status == 200
+        assert (await call(http, "GET", f"/api/v1/namespaces/{name}"))[0] == 404
+
+
+async def test_writes_to_the_all_namespaces_path_are_not_allowed(cluster):
+    async with cluster.session() as http:
+        status, body = await call(http, "POST", "/api/v1/configmaps", body=configmap("x"))
+        assert (status, body["reason"]) == (405, "MethodNotAllowed")
