@@ -15,6 +15,8 @@ Contract of ``decrypt_branches`` (mirrors sops' ``Tree.Decrypt``):
 - The MAC is SHA-512 over ``to_mac_bytes`` of every non-comment leaf after decryption
   (only encrypted leaves, after a fixed 32-byte prefix, when ``mac_only_encrypted``), returned as
   upper-case hex. ``None`` leaves are skipped, as in sops.
+- A leaf the rules leave in clear but that holds an ``ENC[…]`` value is an error: the result is
+  never half-decrypted.
 - Input branches are not modified; new branches are returned.
 """
 
@@ -27,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kustomize_controller.kustomize.sops.cipher import Comment, Scalar, decrypt_value, to_mac_bytes
+from kustomize_controller.kustomize.sops.cipher import Comment, Scalar, decrypt_value, looks_encrypted, to_mac_bytes
 from kustomize_controller.kustomize.sops.errors import SopsError, SopsFormatError
 
 # sha256("sops"): makes a mac_only_encrypted MAC differ from a full MAC over the same values.
@@ -198,6 +200,11 @@ def decrypt_branches(
                     raise type(err)(f"Could not decrypt value: {err}") from None
             else:
                 raise SopsFormatError(f"Expected encrypted value as string, but got {type(value).__name__}")
+        elif isinstance(value, str) and looks_encrypted(value):
+            # Never hand on half-decrypted data (a rule sops applied that we read differently).
+            raise SopsFormatError(
+                f"the value at '{':'.join(path)}:' is encrypted but the document's rules say it should not be"
+            )
         if (not mac_only_encrypted or encrypted) and not is_comment:
             digest.update(to_mac_bytes(result))
         return result

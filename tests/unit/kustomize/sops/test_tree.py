@@ -118,3 +118,11 @@ def test_non_string_key_is_refused() -> None:
 def test_non_string_where_ciphertext_expected() -> None:
     with pytest.raises(SopsFormatError, match="Expected encrypted value as string, but got int"):
         decrypt_branches([Branch([("a", 5)])], key=KEY, rules=EncryptionRules(), mac_only_encrypted=False)
+
+
+def test_encrypted_value_where_rules_say_clear_is_refused() -> None:
+    recipe = Recipe(rules=EncryptionRules(encrypted_regex="^secret$"))
+    encrypted, _ = encrypt_branch(Branch([("secret", "v")]), KEY, recipe)
+    moved = Branch([("public", encrypted[0][1])])
+    with pytest.raises(SopsFormatError, match="the value at 'public:' is encrypted but the document's rules say"):
+        decrypt_branches([moved], key=KEY, rules=recipe.rules, mac_only_encrypted=False)
