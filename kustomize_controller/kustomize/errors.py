@@ -22,8 +22,8 @@ writes (strings of fluxcd/pkg ``apis/meta``)::
     │   ├── ManifestParseError              "failed to decode Kubernetes apiVersion, kind and name
     │   │                                   from: ..." and YAML decoding errors
     │   ├── DecryptionError                 raised by a Decryptor ("error decrypting sources: ..." /
-    │   │                                   "decryption failed for '<gvk>/<name>': ...")
-    │   └── SubstitutionError               "post build failed for '<gvk>/<name>': ..."
+    │   │                                   "decryption failed for '<Kind.version.group>/<name>': ...")
+    │   └── SubstitutionError               "post build failed for '<Kind.version.group>/<name>': ..."
     │       └── EnvsubstError               the pure envsubst engine: parse errors and strict-mode
     │                                       unset variables (message without any prefix)
     ├── ReconcileError                      reason "ReconciliationFailed"

@@ -63,7 +63,7 @@ class Decryptor(Protocol):
     """SOPS (or other) decryption hooks; both raise :class:`DecryptionError` on failure.
 
     Messages should not repeat the context: the pipeline prefixes "error decrypting sources: "
-    and "decryption failed for '<gvk>/<name>': ".
+    and "decryption failed for '<Kind.version.group>/<name>': ".
     """
 
     def decrypt_sources(self, root: Path, kustomization_dir: Path) -> None:

@@ -18,7 +18,7 @@ Contract:
 - Strict mode (feature gate ``StrictPostBuildSubstitutions``, default on) fails on an unset
   variable without a default-providing operator; lenient mode expands it to "".
 - Errors are :class:`SubstitutionError` worded like upstream:
-  ``post build failed for '<gvk>/<name>': envsubst error: variable substitution failed: ...``.
+  ``post build failed for '<Kind.version.group>/<name>': envsubst error: variable substitution failed: ...``.
 
 Lookups go through the :class:`VarSource` protocol so the module stays pure; :class:`KubeVarSource`
 adapts any client with an async ``get(api_version, kind, name, namespace)``.
@@ -115,11 +115,13 @@ class KubeVarSource:
 
 
 def gvk_string(obj: Mapping[str, Any]) -> str:
-    """kustomize's ``Gvk.String()``: ``group_version_kind`` with ``~G``/``~V``/``~K`` for blanks."""
+    """kyaml's ``resid.Gvk.String()``: ``Kind.version.group``, ``[noKind]``/``[noVer]``/``[noGrp]`` for blanks."""
     api_version = str(obj.get("apiVersion") or "")
-    group, _, version = api_version.rpartition("/")
+    group, sep, version = api_version.partition("/")
+    if not sep:
+        group, version = "", api_version
     kind = str(obj.get("kind") or "")
-    return "_".join((group or "~G", version or "~V", kind or "~K"))
+    return ".".join((kind or "[noKind]", version or "[noVer]", group or "[noGrp]"))
 
 
 def object_label(obj: Mapping[str, Any]) -> str:

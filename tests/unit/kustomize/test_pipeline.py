@@ -127,7 +127,7 @@ async def test_decryptor_hooks_run_in_order_and_replace_objects(artifact: Path, 
     ("where", "message"),
     [
         ("sources", "error decrypting sources: cannot get sops data key"),
-        ("object", "decryption failed for '~G_v1_ConfigMap/cm': cannot get sops data key"),
+        ("object", "decryption failed for 'ConfigMap.v1.[noGrp]/cm': cannot get sops data key"),
     ],
 )
 async def test_decryption_errors_are_build_failures(artifact: Path, tmp_path: Path, where: str,

@@ -119,7 +119,7 @@ async def test_strict_mode_error_wording() -> None:
     with pytest.raises(SubstitutionError) as err:
         await sub.apply(CM_TEXT, cm_obj())
     assert str(err.value) == (
-        "post build failed for '~G_v1_ConfigMap/app': envsubst error: variable substitution failed: "
+        "post build failed for 'ConfigMap.v1.[noGrp]/app': envsubst error: variable substitution failed: "
         'variable not set (strict mode): "A"'
     )
 
@@ -129,7 +129,7 @@ async def test_invalid_var_name_wording() -> None:
     with pytest.raises(SubstitutionError) as err:
         await sub.apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n", cm_obj())
     assert str(err.value) == (
-        "post build failed for '~G_v1_ConfigMap/app': envsubst error: "
+        "post build failed for 'ConfigMap.v1.[noGrp]/app': envsubst error: "
         "'bad-name' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'"
     )
 
@@ -147,14 +147,16 @@ async def test_variables_loaded_once_and_error_attributed_to_first_object() -> N
     await sub.apply(CM_TEXT, cm_obj())
     assert source.calls == [("ConfigMap", "vars")]
     failing = Substituter(PostBuild(substitute_from=(SubstituteReference("ConfigMap", "nope"),)), FakeSource({}))
-    with pytest.raises(SubstitutionError, match=r"^post build failed for '~G_v1_ConfigMap/app': substitute from"):
+    with pytest.raises(SubstitutionError) as err:
         await failing.apply(CM_TEXT, cm_obj())
+    assert str(err.value).startswith("post build failed for 'ConfigMap.v1.[noGrp]/app': substitute from")
 
 
 def test_gvk_string() -> None:
-    assert gvk_string({"apiVersion": "apps/v1", "kind": "Deployment"}) == "apps_v1_Deployment"
-    assert gvk_string({"apiVersion": "v1", "kind": "Secret"}) == "~G_v1_Secret"
-    assert gvk_string({}) == "~G_~V_~K"
+    assert gvk_string({"apiVersion": "apps/v1", "kind": "Deployment"}) == "Deployment.v1.apps"
+    assert gvk_string({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}) == "Ingress.v1.networking.k8s.io"
+    assert gvk_string({"apiVersion": "v1", "kind": "Secret"}) == "Secret.v1.[noGrp]"
+    assert gvk_string({}) == "[noKind].[noVer].[noGrp]"
 
 
 def test_post_build_from_spec() -> None:
