@@ -1,0 +1,160 @@
+"""Fixtures for the end-to-end scenarios against a real cluster (``E2E_KUBECONFIG``).
+
+Without ``E2E_KUBECONFIG`` every test here is collected and skipped with the reason below, so
+``pytest e2e`` exits 0 and says why. With it, each test gets a ``scenario`` (see ``harness.Scenario``):
+
+- the Kustomization and source CRDs are installed once per session when the cluster lacks them
+  (``manifests/crd/bases`` and ``<repo>/../shared/reference/crds``; existing CRDs are left alone);
+- a fresh namespace ``e2e-<random>`` (deleted afterwards, without waiting);
+- an ``ArtifactServer`` on 127.0.0.1 — the controller runs on this machine, so loopback reaches it;
+- the controller as a subprocess with real flags (``harness.ControllerProcess``), started before the
+  test and stopped with SIGTERM after it. A test fails when the controller does not exit 0 on SIGTERM.
+  When a test fails, the controller's logs are printed with its report.
+
+Extra controller flags for one test: ``@pytest.mark.controller_args("--concurrent=2", ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.testing.artifacts import ArtifactServer
+
+from .harness import REPO_ROOT, ControllerProcess, Kubectl, Scenario, kubectl_binary
+
+E2E_DIR = Path(__file__).resolve().parent
+SKIP_REASON = "E2E_KUBECONFIG is not set: the e2e scenarios need a real cluster (see e2e/README.md)"
+RUN_ID = secrets.token_hex(3)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "controller_args(*args): extra flags for the e2e controller process")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("E2E_KUBECONFIG"):
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if item.path.is_relative_to(E2E_DIR):
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    setattr(item, f"e2e_report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> str:
+    path = os.environ.get("E2E_KUBECONFIG")
+    if not path:
+        pytest.skip(SKIP_REASON)
+    if not Path(path).is_file():
+        pytest.fail(f"E2E_KUBECONFIG={path}: no such file")
+    return path
+
+
+def _kubectl_sync(kubeconfig: str, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+    argv = [kubectl_binary(), "--kubeconfig", kubeconfig, *args]
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _crd_files() -> list[Path]:
+    shared = REPO_ROOT.parent / "shared" / "reference" / "crds"
+    own = sorted((REPO_ROOT / "manifests" / "crd" / "bases").glob("*.yaml"))
+    return (own or sorted(shared.glob("kustomize.toolkit.fluxcd.io_*.yaml"))) + sorted(
+        shared.glob("source.toolkit.fluxcd.io_*.yaml")
+    )
+
+
+@pytest.fixture(scope="session")
+def crds(kubeconfig: str) -> list[str]:
+    """Install the CRDs the cluster lacks; return the names of those installed here."""
+    present = set(_kubectl_sync(kubeconfig, "get", "crd", "-o", "name").split())
+    installed: list[str] = []
+    for path in _crd_files():
+        text = path.read_text()
+        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("  name:"))
+        if f"customresourcedefinition.apiextensions.k8s.io/{name}" in present:
+            continue
+        _kubectl_sync(kubeconfig, "apply", "--server-side", "--field-manager=e2e", "--validate=false", "-f", str(path))
+        installed.append(name)
+    for name in installed:
+        _kubectl_sync(kubeconfig, "wait", f"crd/{name}", "--for=condition=established", "--timeout=60s")
+    return installed
+
+
+@pytest.fixture
+def namespace(kubeconfig: str, crds: list[str]) -> Iterator[str]:
+    name = f"e2e-{RUN_ID}-{secrets.token_hex(3)}"
+    manifest = {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"kustomize-controller.e2e/ephemeral": "true"}}}
+    _kubectl_sync(kubeconfig, "apply", "--server-side", "--field-manager=e2e", "--validate=false", "-f", "-",
+                  stdin=json.dumps(manifest))
+    try:
+        yield name
+    finally:
+        _kubectl_sync(kubeconfig, "delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture
+async def kube(kubeconfig: str) -> AsyncIterator[KubeClient]:
+    client = KubeClient(config=await load_kubeconfig(kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def artifacts() -> AsyncIterator[ArtifactServer]:
+    async with ArtifactServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def controller(
+    request: pytest.FixtureRequest, kubeconfig: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[ControllerProcess]:
+    marker = request.node.get_closest_marker("controller_args")
+    process = ControllerProcess(
+        kubeconfig=kubeconfig,
+        log_path=tmp_path / "controller.log",
+        runtime_namespace=namespace,
+        extra_args=tuple(marker.args) if marker else (),
+    )
+    await process.start()
+    try:
+        yield process
+    finally:
+        code = await process.stop()
+        report = getattr(request.node, "e2e_report_call", None)
+        if report is None or report.failed:
+            sys.stderr.write(f"\n--- controller logs ({process.log_path}) ---\n{process.logs()}\n")
+        if code != 0:
+            pytest.fail(f"controller exited with {code} after SIGTERM (want 0)\n--- logs ---\n{process.logs()}")
+
+
+@pytest.fixture
+def scenario(
+    namespace: str, kube: KubeClient, kubeconfig: str, artifacts: ArtifactServer, controller: ControllerProcess
+) -> Scenario:
+    return Scenario(namespace=namespace, kube=kube, kubectl=Kubectl(kubeconfig), artifacts=artifacts,
+                    controller=controller)
