@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kustomize_controller.kustomize.envsubst import expand, mapping_lookup
+from kustomize_controller.kustomize.envsubst import expand, mapping_lookup, parse
+from kustomize_controller.kustomize.envsubst_funcs import apply_operator
 from kustomize_controller.kustomize.errors import EnvsubstError
 
 V = "abcdEFGH28ij"
@@ -208,3 +210,98 @@ def test_no_input_crashes(text: str, params: dict[str, str], is_strict: bool) ->
 def test_no_arbitrary_text_crashes(text: str) -> None:
     with contextlib.suppress(EnvsubstError):
         expand(text, mapping_lookup({"a": "1"}, strict=True))
+
+
+def shape(nodes: list[Any]) -> list[Any]:
+    """Parse trees as plain data: ("t", text) and ("f", param, operator, [argument shapes])."""
+    out: list[Any] = []
+    for node in nodes:
+        if hasattr(node, "value"):
+            out.append(("t", node.value))
+        else:
+            out.append(("f", node.param, node.name, [shape([a])[0] for a in node.args]))
+    return out
+
+
+def t(value: str) -> tuple[str, str]:
+    return ("t", value)
+
+
+def f(param: str, name: str = "", *args: Any) -> tuple[str, str, str, list[Any]]:
+    return ("f", param, name, list(args))
+
+
+# The parse-tree table of upstream's parse_test.go (nested list nodes flattened).
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("text", [t("text")]),
+        ("}text", [t("}text")]),
+        ("http://github.com", [t("http://github.com")]),
+        ("$${string}", [t("${string}")]),
+        ("$$string", [t("$string")]),
+        (r"\\.\pipe\pipename", [t(r"\\.\pipe\pipename")]),
+        ("${string}", [f("string")]),
+        ("${string,}", [f("string", ",")]),
+        ("${string,,}", [f("string", ",,")]),
+        ("${string^}", [f("string", "^")]),
+        ("${string^^}", [f("string", "^^")]),
+        ("${string:position}", [f("string", ":", t("position"))]),
+        ("${string:position:length}", [f("string", ":", t("position"), t("length"))]),
+        ("${string#substring}", [f("string", "#", t("substring"))]),
+        ("${string##substring}", [f("string", "##", t("substring"))]),
+        ("${string%substring}", [f("string", "%", t("substring"))]),
+        ("${string%%substring}", [f("string", "%%", t("substring"))]),
+        ("${string/substring/replacement}", [f("string", "/", t("substring"), t("replacement"))]),
+        ("${string//substring/replacement}", [f("string", "//", t("substring"), t("replacement"))]),
+        ("${string/#substring/replacement}", [f("string", "/#", t("substring"), t("replacement"))]),
+        ("${string/%substring/replacement}", [f("string", "/%", t("substring"), t("replacement"))]),
+        ("${string=default}", [f("string", "=", t("default"))]),
+        ("${string:=default}", [f("string", ":=", t("default"))]),
+        ("${string:-default}", [f("string", ":-", t("default"))]),
+        ("${string:?default}", [f("string", ":?", t("default"))]),
+        ("${string:+default}", [f("string", ":+", t("default"))]),
+        ("${#string}", [f("string", "#")]),
+        ("${string#$%:*{}", [f("string", "#", t("$%:*{"))]),
+        ("hello ${#string} world", [t("hello "), f("string", "#"), t(" world")]),
+        (r"\\ hello ${#string} world \\", [t(r"\\ hello "), f("string", "#"), t(r" world \\")]),
+        (r"${string/\/position/length}", [f("string", "/", t("/position"), t("length"))]),
+        (r"${string/\/position\\/length}", [f("string", "/", t("/position\\"), t("length"))]),
+        (r"${string/position/\/length}", [f("string", "/", t("position"), t("/length"))]),
+        (r"${string/position/\/length\\}", [f("string", "/", t("position"), t("/length\\"))]),
+        (r"${string/position/\/leng\\th}", [f("string", "/", t("position"), t("/leng\\th"))]),
+        ("${string:${position}}", [f("string", ":", f("position"))]),
+        (
+            "${string:${stringy:position:length}:${stringz,,}}",
+            [f("string", ":", f("stringy", ":", t("position"), t("length")), f("stringz", ",,"))],
+        ),
+        ("${string#${stringz}}", [f("string", "#", f("stringz"))]),
+        ("${string=${stringz}}", [f("string", "=", f("stringz"))]),
+        ("${string=prefix-${var}}", [f("string", "=", t("prefix-"), f("var"))]),
+    ],
+)
+def test_parse_trees_match_upstream(text: str, expected: list[Any]) -> None:
+    assert shape(parse(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "args", "expected"),
+    [
+        ("123456789123456789", ["0", "8"], "12345678"),
+        ("123456789123456789", ["1", "8"], "23456789"),
+        ("123456789123456789", ["9"], "123456789"),
+        ("123456789123456789", ["9", "50"], "123456789"),
+        ("123456789123456789", ["-3", "2"], "78"),
+        ("123456789123456789", ["-300", "3"], "123"),
+        ("12345678", ["9", "1"], ""),
+    ],
+)
+def test_substring_table_of_upstream(value: str, args: list[str], expected: str) -> None:
+    assert apply_operator(":", value, args) == expected
+
+
+def test_default_joins_arguments() -> None:
+    assert apply_operator(":-", "", ["Hola Mundo", "-Bonjour le monde", "-Halló heimur"]) == (
+        "Hola Mundo-Bonjour le monde-Halló heimur"
+    )
+    assert apply_operator(":-", "Hello World", ["Hola Mundo"]) == "Hello World"
