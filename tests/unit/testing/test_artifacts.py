@@ -328,3 +328,38 @@ def test_minimal_specs_are_suspended(kind: str) -> None:
 def test_minimal_spec_names_an_unknown_kind() -> None:
     with pytest.raises(ValueError, match=r"^HelmChart/ns/n: not a source kind"):
         minimal_spec("HelmChart", namespace="ns", name="n")
+
+
+async def test_advertised_host_and_ipv6_urls() -> None:
+    async with ArtifactServer(advertise_host="artifacts.test") as server:
+        fields = await server.publish_files(APP, name="app")
+        assert fields["url"].startswith("http://artifacts.test:")
+        port = server.url.rsplit(":", 1)[1]
+        assert (await download(f"http://127.0.0.1:{port}/{fields['path']}"))[0] == 200
+    with pytest.raises(ValueError, match="advertise_host"):
+        ArtifactServer(host="0.0.0.0")
+    try:
+        server6 = ArtifactServer(host="::1")
+        await server6.start()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    try:
+        assert server6.url.startswith("http://[::1]:")
+        fields = await server6.publish_files(APP, name="app")
+        assert (await download(fields["url"]))[0] == 200
+    finally:
+        await server6.stop()
+
+
+async def test_restart_keeps_the_port_but_not_the_artifacts() -> None:
+    server = ArtifactServer()
+    await server.start()
+    try:
+        fields = await server.publish_files(APP, name="app")
+        url = server.url
+        await server.stop()
+        await server.start()
+        assert server.url == url
+        assert (await download(fields["url"]))[0] == 404
+    finally:
+        await server.stop()

@@ -100,15 +100,17 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
     merged: dict[str, Any] = structured_merge(rt, base, config)
     removed: set[Path] = set()
     for path in sorted(previous - applied_fields, key=len):
-        if (has_descendant(owned_by_others, path) or _has_ancestor(applied_fields, path)
+        # kept: what others own (at or below it), what the applier still sends below it (an empty map it
+        # sent before now has content), what went with a removed parent, and key fields of kept items
+        if (has_descendant(owned_by_others, path) or has_descendant(applied_fields, path)
                 or _has_ancestor(removed, path) or _is_item_key(path)):
             continue
         remove_path(merged, path)
         removed.add(path)
-    _prune_empty_metadata(merged)
+    _prune_empty_metadata(merged, applied_fields | owned_by_others)
 
     live_obj = live if live is not None else {}
-    changed = {p for p in applied_fields if value_at(rt, live_obj, p) != value_at(rt, merged, p)}
+    changed = {p for p in applied_fields if _differs(rt, live_obj, merged, config, p)}
     conflicts = [(e, p) for e in others for p in sorted(e.fields & changed)]
     if conflicts and not force:
         raise conflict_error(conflicts)
@@ -127,6 +129,14 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
     return merged
 
 
+def _differs(rt: ResourceType, live: Any, merged: Any, config: Any, path: Path) -> bool:
+    before, after = value_at(rt, live, path), value_at(rt, merged, path)
+    if value_at(rt, config, path) == {}:
+        # an empty map sent by the applier owns the map's existence, not its content
+        return (before is MISSING) != (after is MISSING)
+    return bool(before != after)
+
+
 def _has_ancestor(paths: set[Path], path: Path) -> bool:
     return any(path[:n] in paths for n in range(1, len(path)))
 
@@ -138,11 +148,13 @@ def _is_item_key(path: Path) -> bool:
     return path[-1][2:] in json.loads(path[-2][2:])
 
 
-def _prune_empty_metadata(obj: dict[str, Any]) -> None:
+def _prune_empty_metadata(obj: dict[str, Any], applied: set[Path]) -> None:
+    """Empty label/annotation/finalizer maps left by removals disappear (as they do from typed objects),
+    unless a manager owns them as empty maps."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         for key in ("labels", "annotations", "finalizers", "ownerReferences"):
-            if key in meta and not meta[key]:
+            if key in meta and not meta[key] and ("f:metadata", "f:" + key) not in applied:
                 del meta[key]
 
 
