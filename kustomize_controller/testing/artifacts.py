@@ -4,8 +4,9 @@ The counterpart of upstream's ``testserver.ArtifactServer`` plus the part of sou
 writes ``status.artifact``. Two halves:
 
 ``ArtifactServer`` (``async with ArtifactServer() as server``) serves gzip tarballs over plain HTTP
-on ``127.0.0.1`` (a random port unless one is given) from a temporary directory it owns and removes
-on exit.
+on ``127.0.0.1`` (a random port unless one is given; ``advertise_host`` names the host written into
+URLs when clients reach it by another name) from a temporary directory it owns and removes on exit.
+A restarted server keeps its port (URLs stay valid) but not its artifacts.
 
 - ``publish_dir(path, name=...)`` packs a directory, ``publish_files({rel: text|bytes}, name=...)`` packs
   content built in memory, ``publish_archive(data, name=...)`` stores bytes as given (malformed or
@@ -206,8 +207,15 @@ class _Fault:
 class ArtifactServer:
     """Serves published artifacts over HTTP on loopback; see the module docstring for the contract."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, clock: Clock | None = None) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, advertise_host: str | None = None, clock: Clock | None = None
+    ) -> None:
+        """``host``/``port``: where to listen (port 0: a free one). ``advertise_host``: the host written
+        into artifact URLs when clients reach the server by another name (default: ``host``)."""
+        if advertise_host is None and host in ("0.0.0.0", "::"):
+            raise ValueError(f"ArtifactServer: listening on {host} needs an advertise_host for artifact URLs")
         self._host = host
+        self._advertise = advertise_host or host
         self._port = port
         self._clock: Clock = clock or RealClock()
         self._runner: web.AppRunner | None = None
@@ -267,7 +275,8 @@ class ArtifactServer:
         """``http://host:port`` (no trailing slash)."""
         if self._runner is None:
             raise RuntimeError("ArtifactServer: not started")
-        return f"http://{self._host}:{self._port}"
+        host = f"[{self._advertise}]" if ":" in self._advertise else self._advertise
+        return f"http://{host}:{self._port}"
 
     @property
     def storage(self) -> Path | None:
