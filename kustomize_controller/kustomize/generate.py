@@ -17,6 +17,10 @@ Contract:
   ``images`` merged by name (v1.9.4 rules: ``newName`` replaced when set; ``newTag`` and
   ``digest`` replaced together when either is set; otherwise appended), ``buildMetadata``
   replaced when non-empty.
+- Output order as upstream: Flux runs kustomize's Go API with the reorder option unset, which
+  emits resources in input (depth-first) order unless the kustomization sets ``sortOptions``;
+  the kustomize and kubectl CLIs default to the legacy kind order instead, so a top-level
+  kustomization without ``sortOptions`` gets ``sortOptions: {order: fifo}``.
 - The result is written back in place (the working copy is a temp dir; nothing to restore).
 - Every file read here is first checked to resolve inside the artifact root.
 
@@ -226,6 +230,8 @@ def generate(root: Path, directory: Path, overlay: Overlay) -> Path:
         else:
             kus["namespace"] = "_placeholder"
     apply_overlay(kus, overlay, directory=directory)
+    if "sortOptions" not in kus and kus.get("kind", "Kustomization") == "Kustomization":
+        kus["sortOptions"] = {"order": "fifo"}
     data = yaml.dump(kus, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
     if kfile.is_symlink():
         kfile.unlink()

@@ -37,6 +37,7 @@ def test_generates_from_plain_yaml_in_lexical_order(tmp_path: Path) -> None:
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": ["./a.yml", "./app", "./b.yaml", "./sub/c.yaml"],
+        "sortOptions": {"order": "fifo"},
     }
 
 
@@ -72,12 +73,29 @@ def test_existing_kustomization_is_kept_and_overlaid(tmp_path: Path, name: str) 
     write(tmp_path / name, "resources:\n- cm.yaml\nnamespace: old\n")
     kfile = generate(tmp_path, tmp_path, Overlay(target_namespace="new"))
     assert kfile.name == name
-    assert load(kfile) == {"resources": ["cm.yaml"], "namespace": "new"}
+    assert load(kfile) == {"resources": ["cm.yaml"], "namespace": "new", "sortOptions": {"order": "fifo"}}
 
 
 def test_existing_kustomization_without_resources_gets_origin_annotations(tmp_path: Path) -> None:
     write(tmp_path / "kustomization.yaml", "configMapGenerator:\n- name: x\n  literals: [a=b]\n")
     assert load(generate(tmp_path, tmp_path, Overlay()))["buildMetadata"] == ["originAnnotations"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("resources: [a.yaml]\n", {"order": "fifo"}),
+        ("resources: [a.yaml]\nsortOptions:\n  order: legacy\n", {"order": "legacy"}),
+    ],
+)
+def test_output_order_is_input_order_unless_sort_options(tmp_path: Path, text: str, expected: Any) -> None:
+    write(tmp_path / "kustomization.yaml", text)
+    assert load(generate(tmp_path, tmp_path, Overlay()))["sortOptions"] == expected
+
+
+def test_components_get_no_sort_options(tmp_path: Path) -> None:
+    write(tmp_path / "kustomization.yaml", "kind: Component\nresources: [a.yaml]\n")
+    assert "sortOptions" not in load(generate(tmp_path, tmp_path, Overlay()))
 
 
 def test_build_metadata_from_spec_replaces(tmp_path: Path) -> None:
