@@ -109,3 +109,37 @@ async def test_post_build_substitution_end_to_end(pipeline: BuildPipeline, tmp_p
     assert cm["metadata"] == {"name": "app-prod", "labels": {"env": "prod"}}
     assert cm["data"] == {"replicas": 3, "escaped": "${NOT_A_VAR}", "upper": "PROD"}
     assert objects[1]["data"] == {"v": "${ENV}"}
+
+
+class MapSource:
+    def __init__(self, objects: dict[tuple[str, str], dict[str, str]]) -> None:
+        self.objects = objects
+
+    async def __call__(self, kind: str, name: str) -> dict[str, str] | None:
+        return self.objects.get((kind, name))
+
+
+async def test_substitute_from_order_optional_and_inline_override(pipeline: BuildPipeline, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vars\ndata:\n"
+        "  a: ${A}\n  b: ${B}\n  c: ${C}\n  d: '${D:=fallback}'\n"
+    )
+    spec = {
+        "postBuild": {
+            "substitute": {"C": "inline"},
+            "substituteFrom": [
+                {"kind": "ConfigMap", "name": "first"},
+                {"kind": "Secret", "name": "second"},
+                {"kind": "ConfigMap", "name": "absent", "optional": True},
+            ],
+        }
+    }
+    source = MapSource(
+        {("ConfigMap", "first"): {"A": "one", "B": "one", "C": "one"}, ("Secret", "second"): {"B": "two\n"}}
+    )
+    options = BuildOptions.from_spec(spec)
+    async with pipeline.local_checkout(src, path="") as checkout:
+        result = await pipeline.build(checkout, options, var_source=source)
+    assert result.objects[0]["data"] == {"a": "one", "b": "two", "c": "inline", "d": "fallback"}
