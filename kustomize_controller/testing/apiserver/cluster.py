@@ -277,7 +277,8 @@ class Cluster:
                 policy)])
         for hook in self.delete_hooks:
             hook(rt, live)
-        returns_object = rt.custom or rt.kind in ("Pod", "Namespace", "CustomResourceDefinition")
+        returns_object = rt.custom or (not rt.group and rt.kind in ("Pod", "Namespace", "ServiceAccount")) or (
+            rt.kind in ("CustomResourceDefinition", "StorageClass"))
         meta = live["metadata"]
         if rt.kind == "Namespace" or meta.get("finalizers"):
             if meta.get("deletionTimestamp"):

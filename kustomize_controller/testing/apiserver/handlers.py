@@ -196,7 +196,10 @@ class Api:
             return json_response(cluster.get(rt, namespace, target.name or ""))
         if verb in ("list", "watch", "deletecollection"):
             labels = parse_label_selector(q.get("labelSelector"))
-            fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
+            field_text = q.get("fieldSelector")
+            if target.name:  # the deprecated single-object watch path: a watch narrowed to that name
+                field_text = ",".join(filter(None, [field_text, f"metadata.name={target.name}"]))
+            fields = parse_field_selector(field_text, rt.kind)
             if verb == "watch":
                 timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.options.watch_timeout
                 return await serve_watch(request, cluster.storage, WatchRequest(

@@ -25,9 +25,12 @@ async def test_namespace_exists_and_crds_are_served(cluster):
             assert (await resp.json())["items"] == []
 
 
-async def test_kubeconfig_is_loadable(cluster):
+async def test_kubeconfig_works_with_kubernetes_asyncio(cluster):
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
     await config.load_kube_config(config_file=cluster.kubeconfig_path, client_configuration=configuration)
     assert configuration.host.rstrip("/") == cluster.url
+    async with client.ApiClient(configuration) as api:
+        namespaces = await client.CoreV1Api(api).list_namespace(field_selector=f"metadata.name={cluster.namespace}")
+        assert [ns.metadata.name for ns in namespaces.items] == [cluster.namespace]

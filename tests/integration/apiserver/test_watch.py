@@ -115,3 +115,14 @@ async def test_too_old_resource_version_gets_410_error_event(cluster):
     status = events[0]["object"]
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
     assert status["message"].startswith(f"too old resource version: {old_rv} (")
+
+
+async def test_single_object_watch_path_sees_only_that_object(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, listed = await call(http, "GET", cm_path(ns))
+        rv = listed["metadata"]["resourceVersion"]
+        await call(http, "POST", cm_path(ns), body=configmap("other"))
+        await call(http, "POST", cm_path(ns), body=configmap("mine"))
+        events = await read_watch(http, cm_path(ns, "mine"), {"resourceVersion": rv, "timeoutSeconds": "1"})
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "mine")]
