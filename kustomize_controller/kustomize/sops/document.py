@@ -9,9 +9,9 @@ Contract:
   missing MAC then fails too. Callers turn comparison off only for objects that went through
   ``kustomize build`` (it rewrites names, namespaces and key order, so the MAC cannot match —
   upstream never compares it at all).
-- Metadata that selects leaves by comment (``*_comment_regex``) is refused for YAML documents
-  and parsed objects, whose comments are not read: decrypting them would leave values
-  half-decrypted.
+- Metadata that selects leaves by comment (``*_comment_regex``): YAML files are then re-read
+  with their comments (``stores/yaml_comments.py``); parsed objects have lost theirs and are
+  refused, since decrypting them would leave values half-decrypted.
 - Nothing here logs; messages hold no plaintext and no key.
 """
 
@@ -46,8 +46,8 @@ def decrypt_tree(
 ) -> list[Branch]:
     if metadata.rules.uses_comments and not comments_available:
         raise SopsUnsupportedError(
-            "not supported: encrypted_comment_regex/unencrypted_comment_regex in a document whose "
-            "comments are not preserved (YAML or an already built object)"
+            "not supported: encrypted_comment_regex/unencrypted_comment_regex in an already built "
+            "object (its comments are gone)"
         )
     try:
         key = keyring.data_key(metadata)
@@ -89,15 +89,11 @@ def decrypt_bytes(
     try:
         branches, raw_metadata = load_encrypted(data, input_format)
         metadata = parse_metadata(raw_metadata)
+        if metadata.rules.uses_comments and input_format is Format.YAML:
+            branches, _ = load_encrypted(data, input_format, yaml_comments=True)
     except SopsError as err:
         raise _rewrap(f"failed to load encrypted {input_format.value} data", err) from None
-    plain = decrypt_tree(
-        branches,
-        metadata,
-        keyring=keyring,
-        verify_mac=verify_mac,
-        comments_available=input_format is not Format.YAML,
-    )
+    plain = decrypt_tree(branches, metadata, keyring=keyring, verify_mac=verify_mac, comments_available=True)
     try:
         return emit_plain(plain, output_format)
     except SopsError as err:

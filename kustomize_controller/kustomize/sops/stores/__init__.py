@@ -16,6 +16,7 @@ from kustomize_controller.kustomize.sops.cipher import Comment
 from kustomize_controller.kustomize.sops.errors import SopsFormatError
 from kustomize_controller.kustomize.sops.formats import Format
 from kustomize_controller.kustomize.sops.stores import dotenv, ini, json, yaml
+from kustomize_controller.kustomize.sops.stores import yaml_comments as yaml_comments_store
 from kustomize_controller.kustomize.sops.stores.flatten import unflatten
 from kustomize_controller.kustomize.sops.tree import Branch, branch_to_mapping
 
@@ -80,8 +81,9 @@ def _extract_ini(branches: list[Branch]) -> tuple[list[Branch], dict[str, Any]]:
     return out, unflatten(flat)
 
 
-def load_encrypted(data: bytes, fmt: Format) -> tuple[list[Branch], dict[str, Any]]:
-    branches = _LOADERS[fmt](data)
+def load_encrypted(data: bytes, fmt: Format, *, yaml_comments: bool = False) -> tuple[list[Branch], dict[str, Any]]:
+    """``yaml_comments``: read YAML comments too (slower; only comment-regex rules need them)."""
+    branches = yaml_comments_store.load(data) if yaml_comments and fmt is Format.YAML else _LOADERS[fmt](data)
     if fmt is Format.DOTENV:
         return _extract_dotenv(branches)
     if fmt is Format.INI:

@@ -6,9 +6,8 @@ strings), integers follow Go's ``strconv.ParseInt(s, 0, 64)`` (``0x1F``, ``0o17`
 and a leading ``0`` means octal), ``08`` falls through to a float as in Go, timestamps stay
 strings. This matters for the MAC, which hashes unencrypted values in their decoded form.
 
-Comments are not read, so a document whose metadata selects leaves by comment
-(``encrypted_comment_regex``, ``unencrypted_comment_regex``) is refused by ``document.py``
-rather than half-decrypted. Output is block-style YAML in the input's key order; strings that
+Comments are not read here; documents whose metadata selects leaves by comment are re-read by
+``yaml_comments.py``. Output is block-style YAML in the input's key order; strings that
 YAML 1.1 readers (kustomize) would take for another type are quoted.
 
 Parsing uses libyaml through PyYAML's C loader when available (20-60x faster than pure Python
