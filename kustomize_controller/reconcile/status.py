@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND, Kustomization
 from kustomize_controller.api.meta import STATUS_OWNER
+from kustomize_controller.kube.client import PatchType
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError, is_transient
 from kustomize_controller.runtime.clock import Clock
 
@@ -36,7 +37,7 @@ class Patcher(Protocol):
         namespace: str | None,
         body: Any,
         *,
-        patch_type: str,
+        patch_type: PatchType,
         field_manager: str | None = None,
         subresource: str | None = None,
     ) -> dict[str, Any]: ...

@@ -1,0 +1,318 @@
+"""Wiring: settings → client, informers, indexes, watches, build pipeline, reconciler, manager.
+
+``run_controller(settings)`` is what ``kustomize-controller`` (no subcommand) executes; it returns the
+process exit status (0 after a graceful stop, 1 on a lost lease or a fatal start-up error).
+
+Watches (reference §6):
+- Kustomizations (all namespaces, or ``RUNTIME_NAMESPACE`` with ``--watch-all-namespaces=false``,
+  filtered by ``--watch-label-selector`` for sharding) with the generation/requestedAt predicate;
+- GitRepository, OCIRepository, Bucket (and ExternalArtifact behind its gate) mapped through a per-kind
+  index on ``spec.sourceRef`` to the Kustomizations that use them, dependencies first;
+- label-selected ConfigMaps and Secrets (metadata only, unless ``DisableConfigWatchers``) mapped
+  through the indexes of the ConfigMaps/Secrets each Kustomization reads.
+
+Sources and Kustomizations are read from the informer caches (as upstream reads from its cache);
+dependencies, ConfigMaps and Secrets are read from the API server, never cached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import aiohttp
+import structlog
+
+from kustomize_controller.api.kustomization import API_VERSION, KIND
+from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
+from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind
+from kustomize_controller.apply.staging import parse_group_kind_set
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.config import load_config
+from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.fetch import ArtifactFetcher
+from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.metrics import GotkMetrics
+from kustomize_controller.reconcile.notify import Notifier, WebhookSender
+from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey
+from kustomize_controller.reconcile.reconciler import KustomizationReconciler, ReconcilerOptions
+from kustomize_controller.reconcile.source import SourceAccess
+from kustomize_controller.reconcile.tenancy import TenancyOptions
+from kustomize_controller.reconcile.watches import (
+    config_map_index_keys,
+    config_update_passes,
+    kustomization_update_passes,
+    requests_for_config,
+    requests_for_source,
+    secret_index_keys,
+    source_index_key,
+    source_update_passes,
+)
+from kustomize_controller.runtime.clock import Clock, RealClock
+from kustomize_controller.runtime.controller import Controller, Request
+from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.leader import LeaderElectionConfig
+from kustomize_controller.runtime.logs import configure_logging
+from kustomize_controller.runtime.manager import Manager, ManagerOptions
+from kustomize_controller.runtime.ratelimit import ItemExponentialRateLimiter
+from kustomize_controller.settings import Settings
+
+_log = structlog.get_logger("setup")
+
+CONTROLLER = "kustomization"
+CONFIGMAP_INDEX = "configmaps"
+SECRET_INDEX = "secrets"
+
+
+def leader_election_id(label_selector: str) -> str:
+    """Upstream ``GenerateID``: the base id, plus 8 hex of sha256(selector) when sharding."""
+    if not label_selector:
+        return LEADER_ELECTION_ID
+    return f"{LEADER_ELECTION_ID}-{hashlib.sha256(label_selector.encode()).hexdigest()[:8]}"
+
+
+def source_index(kind: str) -> str:
+    return f"sourceRef:{kind}"
+
+
+def _requests(keys: Iterable[ObjectKey]) -> list[Request]:
+    return [Request(namespace=k.namespace, name=k.name) for k in keys]
+
+
+class _CacheReaders:
+    """Reads Kustomizations and sources from the informer caches (or sources directly)."""
+
+    def __init__(self, *, kustomizations: Informer, sources: dict[str, Informer], client: KubeClient, direct: bool):
+        self._kustomizations = kustomizations
+        self._sources = sources
+        self._client = client
+        self._direct = direct
+
+    async def get_kustomization(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._kustomizations.get(f"{namespace}/{name}")
+
+    async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        informer = self._sources.get(kind)
+        if informer is not None and not self._direct:
+            return informer.get(f"{namespace}/{name}")
+        try:
+            return await self._client.get(SOURCE_API_VERSION, kind, name, namespace)
+        except NotFoundError:
+            return None
+
+
+@contextlib.asynccontextmanager
+async def _http_session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def _map_with_log(func: Callable[[Any], list[Request]], what: str) -> Callable[[Any], list[Request]]:
+    def mapped(obj: Any) -> list[Request]:
+        try:
+            return func(obj)
+        except CircularDependencyError as err:
+            meta = obj.get("metadata") or {}
+            _log.error(f"failed to sort dependencies for {what}", error=str(err),
+                       name=meta.get("name"), namespace=meta.get("namespace"))
+            return []
+    return mapped
+
+
+async def run_controller(settings: Settings, *, clock: Clock | None = None, handle_signals: bool = True) -> int:
+    configure_logging(level=settings.log_level, encoding=settings.log_encoding)
+    clock = clock or RealClock()
+    gates = settings.feature_gates
+    config = await load_config(kubeconfig=settings.kubeconfig or None)
+    client = KubeClient(config=config, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
+    try:
+        command = await detect_builder(clock=clock, kustomize_binary=settings.kustomize_binary or None)
+    except Exception as err:
+        _log.error("unable to find a kustomize builder", error=str(err))
+        await client.close()
+        return 1
+    runtime_namespace = settings.runtime_namespace or config.namespace
+    leader = None
+    if settings.enable_leader_election:
+        leader = LeaderElectionConfig(
+            name=leader_election_id(settings.watch_label_selector),
+            namespace=runtime_namespace,
+            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+            lease_duration=settings.leader_election_lease_duration.total_seconds(),
+            renew_deadline=settings.leader_election_renew_deadline.total_seconds(),
+            retry_period=settings.leader_election_retry_period.total_seconds(),
+            release_on_cancel=settings.leader_election_release_on_cancel,
+        )
+    manager = Manager(
+        client=client,
+        clock=clock,
+        options=ManagerOptions(
+            metrics_addr=settings.metrics_addr, health_addr=settings.health_addr, leader_election=leader
+        ),
+    )
+    watch_namespace = None if settings.watch_all_namespaces else runtime_namespace
+    kustomizations = manager.informer(
+        API_VERSION, KIND, namespace=watch_namespace, label_selector=settings.watch_label_selector or None
+    )
+    source_kinds: list[str] = [SourceKind.OCI_REPOSITORY, SourceKind.GIT_REPOSITORY, SourceKind.BUCKET]
+    if gates.enabled("ExternalArtifact"):
+        source_kinds.append(SourceKind.EXTERNAL_ARTIFACT)
+    sources = {kind: manager.informer(SOURCE_API_VERSION, kind, namespace=watch_namespace) for kind in source_kinds}
+
+    async with _http_session() as session:
+        workspace = Workspace()
+        swept = workspace.sweep()
+        if swept:
+            _log.info("removed temporary directories of earlier runs", count=len(swept))
+        pipeline = BuildPipeline(
+            builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None),
+            workspace=workspace,
+            fetcher=ArtifactFetcher(
+                session=session,
+                clock=clock,
+                retries=settings.http_retry,
+                max_size=settings.artifact_max_size,
+                env=os.environ,
+            ),
+        )
+        recorder = manager.event_recorder(reporting_controller=CONTROLLER_NAME, reporting_instance=socket.gethostname())
+        webhook = None
+        if settings.events_addr:
+            webhook = WebhookSender(url=settings.events_addr, session=session, clock=clock)
+            manager.add_runnable("events-webhook", webhook.run)
+        readers = _CacheReaders(
+            kustomizations=kustomizations,
+            sources=sources,
+            client=client,
+            direct=gates.enabled("DirectSourceFetch"),
+        )
+        sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
+        reconciler = KustomizationReconciler(
+            client=client,
+            reader=readers,
+            sources=readers,
+            pipeline=pipeline,
+            notifier=Notifier(recorder=recorder, webhook=webhook, clock=clock),
+            metrics=GotkMetrics(manager.metrics.registry),
+            clock=clock,
+            rng=random.Random(),
+            options=ReconcilerOptions(
+                requeue_dependency=settings.requeue_dependency,
+                interval_jitter_percentage=settings.interval_jitter_percentage,
+                source_access=SourceAccess(
+                    no_cross_namespace_refs=settings.no_cross_namespace_refs,
+                    allow_external_artifact=gates.enabled("ExternalArtifact"),
+                ),
+                additive_cel_dependency_check=gates.enabled("AdditiveCELDependencyCheck"),
+                object_level_workload_identity=gates.enabled("ObjectLevelWorkloadIdentity"),
+                apply=ApplyStepOptions(
+                    concurrent_ssa=settings.concurrent_ssa,
+                    no_remote_bases=settings.no_remote_bases,
+                    strict_substitutions=gates.enabled("StrictPostBuildSubstitutions"),
+                    fail_fast=not gates.enabled("DisableFailFastBehavior"),
+                    group_change_log=gates.enabled("GroupChangeLog"),
+                    migrate_api_version=gates.enabled("MigrateAPIVersion"),
+                    override_managers=settings.override_managers,
+                    custom_stage_kinds=parse_group_kind_set(settings.custom_apply_stage_kinds),
+                    tenancy=TenancyOptions(
+                        default_service_account=settings.default_service_account,
+                        insecure_kubeconfig_exec=settings.insecure_kubeconfig_exec,
+                        insecure_kubeconfig_tls=settings.insecure_kubeconfig_tls,
+                    ),
+                    sops_age_secret=sops_age_secret,
+                ),
+            ),
+        )
+        controller = Controller(
+            name=CONTROLLER,
+            reconciler=reconciler,
+            clock=clock,
+            metrics=manager.metrics,
+            concurrency=settings.concurrent,
+            rate_limiter=ItemExponentialRateLimiter(
+                base_delay=settings.min_retry_delay.total_seconds(),
+                max_delay=settings.max_retry_delay.total_seconds(),
+            ),
+        )
+        _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace)
+        manager.add_controller(controller)
+        _log.info("starting manager", version=_version())
+        try:
+            return await manager.run(handle_signals=handle_signals)
+        finally:
+            await client.close()
+
+
+def _wire_watches(
+    controller: Controller,
+    manager: Manager,
+    kustomizations: Informer,
+    sources: dict[str, Informer],
+    settings: Settings,
+    watch_namespace: str | None,
+) -> None:
+    controller.watch(
+        kustomizations, predicate=lambda old, new: old is None or kustomization_update_passes(old, new)
+    )
+    for kind, informer in sources.items():
+        index = source_index(kind)
+        kustomizations.add_indexer(index, _source_indexer(kind))
+
+        def map_source(src: Any, index: str = index) -> list[Request]:
+            meta = src.get("metadata") or {}
+            indexed = kustomizations.store.by_index(index, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            return _requests(requests_for_source(src, indexed))
+
+        controller.watch(
+            informer,
+            map_func=_map_with_log(map_source, "revision change"),
+            predicate=lambda old, new: old is None or source_update_passes(old, new),
+        )
+    if settings.feature_gates.enabled("DisableConfigWatchers"):
+        return
+    for kind, index, keys in (
+        ("ConfigMap", CONFIGMAP_INDEX, config_map_index_keys),
+        ("Secret", SECRET_INDEX, secret_index_keys),
+    ):
+        kustomizations.add_indexer(index, keys)
+        informer = manager.informer(
+            "v1",
+            kind,
+            namespace=watch_namespace,
+            label_selector=settings.watch_configs_label_selector or None,
+            metadata_only=True,
+        )
+
+        def map_config(obj: Any, index: str = index) -> list[Request]:
+            meta = obj.get("metadata") or {}
+            indexed = kustomizations.store.by_index(index, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            return _requests(requests_for_config(indexed))
+
+        controller.watch(
+            informer,
+            map_func=_map_with_log(map_config, "config dependency change"),
+            predicate=lambda old, new: old is None or config_update_passes(old, new),
+        )
+
+
+def _source_indexer(kind: str) -> Callable[[Any], list[str]]:
+    def index(obj: Any) -> list[str]:
+        key = source_index_key(obj, kind)
+        return [key] if key else []
+
+    return index
+
+
+def _version() -> str:
+    from kustomize_controller import __version__
+
+    return __version__

@@ -1,0 +1,306 @@
+"""One revision from artifact to Ready: fetch → build → apply → inventory → prune → health (§5 step 10).
+
+Every failure sets Ready=False with its reason (and a history entry once the build digest is known)
+and raises ``PipelineFailure`` carrying the message; the reconciler turns it into an event and a
+``retryInterval`` requeue. Nothing is written to the cluster before the build succeeded, and the
+inventory only moves after a successful apply (survivors of a failed prune are merged back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import structlog
+
+from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.meta import Reason
+from kustomize_controller.api.source import Artifact
+from kustomize_controller.apply.cel import CelStatusReaders
+from kustomize_controller.apply.changeset import Action, ChangeSet
+from kustomize_controller.apply.drift import IgnoreRuleError, compile_ignore_rules
+from kustomize_controller.apply.errors import ApplyEngineError, HealthCheckError, PruneError
+from kustomize_controller.apply.health import (
+    StatusPoller,
+    jobs_with_ttl,
+    targets_from_change_set,
+    targets_from_references,
+    wait_for_set,
+)
+from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects
+from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.normalize import prepare_objects
+from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.prune import delete_all
+from kustomize_controller.apply.selectors import owner_labels
+from kustomize_controller.apply.staging import GroupKind
+from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import KubeError, NotFoundError
+from kustomize_controller.kustomize.errors import ArtifactNotFoundError, KustomizeError
+from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, BuildResult
+from kustomize_controller.kustomize.sops.loader import load_decryptor
+from kustomize_controller.reconcile import conditions
+from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
+from kustomize_controller.reconcile.history import upsert
+from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
+from kustomize_controller.runtime.clock import Clock
+
+_log = structlog.get_logger("kustomization")
+
+
+class PipelineFailure(Exception):
+    def __init__(self, message: str, *, artifact_not_found: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.artifact_not_found = artifact_not_found
+
+
+@dataclass(frozen=True)
+class ApplyStepOptions:
+    concurrent_ssa: int = 4
+    no_remote_bases: bool = False
+    strict_substitutions: bool = True
+    fail_fast: bool = True
+    group_change_log: bool = False
+    migrate_api_version: bool = False
+    override_managers: tuple[str, ...] = ()
+    custom_stage_kinds: frozenset[GroupKind] = frozenset()
+    tenancy: TenancyOptions = field(default_factory=TenancyOptions)
+    sops_age_secret: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-age-secret)
+    health_interval: float = 5.0
+
+
+class ApplyStep:
+    def __init__(self, *, client: KubeClient, pipeline: BuildPipeline, clock: Clock, options: ApplyStepOptions) -> None:
+        self._client = client
+        self._pipeline = pipeline
+        self._clock = clock
+        self._options = options
+
+    async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
+        ks = ctx.ks
+        timeout = format_duration(ks.get_timeout())
+        ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
+        ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
+        await ctx.patch()
+        old_inventory = ks.status.inventory.model_copy(deep=True) if ks.status.inventory else None
+
+        options = BuildOptions.from_kustomization(
+            ks, no_remote_bases=self._options.no_remote_bases, strict_substitution=self._options.strict_substitutions
+        )
+        try:
+            checkout_cm = self._pipeline.checkout(url=artifact.url, digest=artifact.digest, path=options.path)
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    checkout = await stack.enter_async_context(checkout_cm)
+                except ArtifactNotFoundError as err:
+                    raise PipelineFailure(str(err), artifact_not_found=True) from err
+                except KustomizeError as err:
+                    self._fail(ctx, err.reason, str(err))
+                ks.status.last_attempted_revision = ctx.revision
+                ctx.mark_reconciling(f"Building manifests for revision {ctx.revision} with a timeout of {timeout}")
+                await ctx.patch()
+
+                try:
+                    client = await stack.enter_async_context(
+                        tenant_client(ks, client=self._client, options=self._options.tenancy)
+                    )
+                except (TenantClientError, KubeError) as err:
+                    self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to build kube client: {err}")
+                result = await self._build(ctx, checkout, options)
+                ctx.extra["digest"] = result.digest
+                await self._apply_and_check(ctx, client, result, old_inventory, readers)
+        except OSError as err:
+            self._fail(ctx, Reason.DIR_CREATION_FAILED, f"tmp dir error: {err}")
+
+    def _fail(self, ctx: ReconcileContext, reason: str, message: str) -> Any:
+        ctx.mark_false(READY, reason, message)
+        raise PipelineFailure(message)
+
+    def _history(self, ctx: ReconcileContext, digest: str, status: str) -> None:
+        metadata = {"revision": ctx.revision}
+        if ctx.origin_revision:
+            metadata["originRevision"] = ctx.origin_revision
+        upsert(
+            ctx.ks.status.history,
+            digest=digest,
+            now=self._clock.now(),
+            duration=timedelta(seconds=ctx.elapsed()),
+            status=status,
+            metadata=metadata,
+        )
+
+    async def _build(self, ctx: ReconcileContext, checkout: Any, options: BuildOptions) -> BuildResult:
+        ks = ctx.ks
+        namespace = ks.metadata.namespace or ""
+        try:
+            decryptor = None
+            if ks.spec.decryption is not None:
+                secret_ref = ks.spec.decryption.secret_ref
+                decryptor = await load_decryptor(
+                    client=self._client,
+                    namespace=namespace,
+                    secret_name=secret_ref.name if secret_ref else None,
+                    global_age_secret=self._options.sops_age_secret,
+                )
+            return await self._pipeline.build(
+                checkout, options, decryptor=decryptor, var_source=self._var_source(namespace)
+            )
+        except KustomizeError as err:
+            result = getattr(err, "result", None)
+            if isinstance(result, BuildResult):
+                self._history(ctx, result.digest, err.reason)
+            self._fail(ctx, err.reason, str(err))
+        except KubeError as err:
+            self._fail(ctx, Reason.BUILD_FAILED, str(err))
+        raise AssertionError("unreachable")
+
+    def _var_source(self, namespace: str) -> Any:
+        client = self._client
+
+        async def read(kind: str, name: str) -> dict[str, str] | None:
+            import base64
+
+            try:
+                obj = await client.get("v1", kind, name, namespace)
+            except NotFoundError:
+                return None
+            data = obj.get("data") or {}
+            if kind == "Secret":
+                return {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in data.items()}
+            return {k: str(v) for k, v in data.items()}
+
+        return read
+
+    def _apply_options(self, ctx: ReconcileContext) -> ApplyOptions:
+        try:
+            ignore_rules = compile_ignore_rules(ctx.ks.spec.ignore)
+        except IgnoreRuleError as err:
+            self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
+        return ApplyOptions(
+            force=ctx.ks.spec.force,
+            cleanup=CleanupOptions(
+                field_managers=takeover_rules(override_managers=self._options.override_managers)
+            ),
+            custom_stage_kinds=self._options.custom_stage_kinds,
+            ignore_rules=ignore_rules,
+            migrate_api_version=self._options.migrate_api_version,
+        )
+
+    async def _apply_and_check(
+        self,
+        ctx: ReconcileContext,
+        client: KubeClient,
+        result: BuildResult,
+        old_inventory: Any,
+        readers: CelStatusReaders,
+    ) -> None:
+        ks = ctx.ks
+        timeout = format_duration(ks.get_timeout())
+        name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
+        objects = result.objects
+        prepare_objects(objects, owner=owner_labels(name, namespace))
+        ctx.mark_reconciling(f"Detecting drift for revision {ctx.revision} with a timeout of {timeout}")
+        await ctx.patch()
+
+        manager = ResourceManager(client=client, clock=self._clock, concurrency=self._options.concurrent_ssa)
+        change_set = ChangeSet()
+        if objects:
+            try:
+                change_set = await manager.apply_all_staged(objects, self._apply_options(ctx))
+            except ApplyEngineError as err:
+                applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
+                message = f"{err}\n{applied}" if applied else f"{err}\n"
+                self._history(ctx, result.digest, Reason.RECONCILIATION_FAILED)
+                self._fail(ctx, Reason.RECONCILIATION_FAILED, message)
+            if self._options.group_change_log:
+                _log.info("server-side apply completed", output=change_set.to_grouped_map(), revision=ctx.revision)
+            else:
+                _log.info("server-side apply completed", output=change_set.to_map(), revision=ctx.revision)
+        changes = str(change_set.changes())
+        drifted = bool(changes)
+        if changes:
+            await ctx.event(changes)
+
+        new_inventory = from_change_set(change_set)
+        ks.status.inventory = new_inventory
+        stale = stale_objects(old_inventory, new_inventory)
+        if ks.spec.prune and stale:
+            try:
+                pruned = await delete_all(client, stale, owner=owner_labels(name, namespace))
+            except PruneError as err:
+                ks.status.inventory = merge_survivors(new_inventory, stale, err.change_set or ChangeSet())
+                self._history(ctx, result.digest, Reason.PRUNE_FAILED)
+                self._fail(ctx, Reason.PRUNE_FAILED, str(err))
+            if pruned:
+                _log.info(f"garbage collection completed: {pruned}")
+                await ctx.event(str(pruned))
+
+        is_new_revision = ks.status.last_applied_revision != ctx.revision
+        await self._health(ctx, client, change_set, objects, readers, is_new_revision=is_new_revision, drifted=drifted)
+
+        ks.status.last_applied_revision = ctx.revision
+        ks.status.last_applied_origin_revision = ctx.origin_revision or None
+        ctx.mark_true(READY, Reason.RECONCILIATION_SUCCEEDED, f"Applied revision: {ctx.revision}")
+        self._history(ctx, result.digest, Reason.RECONCILIATION_SUCCEEDED)
+
+    async def _health(
+        self,
+        ctx: ReconcileContext,
+        client: KubeClient,
+        change_set: ChangeSet,
+        objects: list[dict[str, Any]],
+        readers: CelStatusReaders,
+        *,
+        is_new_revision: bool,
+        drifted: bool,
+    ) -> None:
+        ks = ctx.ks
+        if not ks.spec.health_checks and not ks.spec.wait:
+            conditions.delete(ks.status.conditions, HEALTHY)
+            return
+        self_ref = ObjRef(group="kustomize.toolkit.fluxcd.io", kind="Kustomization",
+                          namespace=ks.metadata.namespace or "", name=ks.metadata.name or "")
+        if ks.spec.wait:
+            applied = ChangeSet([e for e in change_set if e.action is not Action.SKIPPED])
+            targets = targets_from_change_set(applied, exclude=self_ref)
+        else:
+            targets = targets_from_references(ks.spec.health_checks, exclude=self_ref)
+        if not targets:
+            conditions.delete(ks.status.conditions, HEALTHY)
+            return
+        was_healthy = conditions.is_true(ks.status.conditions, HEALTHY)
+        timeout = ks.get_timeout()
+        message = f"Running health checks for revision {ctx.revision} with a timeout of {format_duration(timeout)}"
+        ctx.mark_reconciling(message)
+        ctx.mark_unknown(HEALTHY, Reason.PROGRESSING, message)
+        await ctx.patch()
+        started = self._clock.monotonic()
+        poller = StatusPoller(client=client, clock=self._clock, readers=readers)
+        try:
+            await wait_for_set(
+                targets,
+                poller=poller,
+                clock=self._clock,
+                timeout_seconds=timeout.total_seconds(),
+                interval=self._options.health_interval,
+                fail_fast=self._options.fail_fast,
+                jobs_with_ttl=jobs_with_ttl(objects),
+            )
+        except HealthCheckError as err:
+            took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+            ctx.mark_false(HEALTHY, Reason.HEALTH_CHECK_FAILED, str(err))
+            self._history(ctx, self._current_digest(ctx), Reason.HEALTH_CHECK_FAILED)
+            self._fail(ctx, Reason.HEALTH_CHECK_FAILED, f"health check failed after {took}: {err}")
+        took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+        passed = f"Health check passed in {took}"
+        if not was_healthy or (is_new_revision and drifted):
+            await ctx.event(passed)
+        ctx.mark_true(HEALTHY, Reason.SUCCEEDED, passed)
+        await ctx.patch()
+
+    def _current_digest(self, ctx: ReconcileContext) -> str:
+        return str(ctx.extra.get("digest", ""))

@@ -1,0 +1,283 @@
+"""The Kustomization reconciler: upstream's pipeline, step by step, always writing status on the way out.
+
+``reconcile(request)`` (reference §5):
+    read → (deleting? finalize) → add finalizer, requeue → suspended? stop → compile healthCheckExprs
+    → feature-gate check → resolve source → artifact? → dependsOn → ``_apply_revision``:
+    fetch → build → apply → inventory → prune → health → Ready.
+
+Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
+one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
+Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
+retryInterval (no backoff); missing artifact / dependencies → ``--requeue-dependency``; transient
+API errors → raised (exponential backoff); terminal configuration errors → ``TerminalError``.
+
+A build, fetch or validation failure never writes to the cluster and never touches the inventory:
+the apply engine runs only on a successful build, prune only after a successful apply.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+import structlog
+
+from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.kustomization import API_VERSION, KIND, InvalidKustomizationError, parse_kustomization
+from kustomize_controller.api.meta import FINALIZER, RECONCILE_REQUEST_ANNOTATION, TERMINAL_ERROR_PREFIX, Reason
+from kustomize_controller.apply.cel import build_status_readers, compile_bool_expression
+from kustomize_controller.apply.errors import InvalidCELExpressionError
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile import conditions
+from kustomize_controller.reconcile.apply_step import ApplyStep, ApplyStepOptions, PipelineFailure
+from kustomize_controller.reconcile.context import READY, RECONCILING, ReconcileContext
+from kustomize_controller.reconcile.dependencies import (
+    BoolProgram,
+    DependencyNotReadyError,
+    DependencyTerminalError,
+    check_dependencies,
+)
+from kustomize_controller.reconcile.finalizer import finalize
+from kustomize_controller.reconcile.metrics import GotkMetrics
+from kustomize_controller.reconcile.notify import COMMIT_STATUS_KEY, COMMIT_STATUS_UPDATE, Notifier
+from kustomize_controller.reconcile.requeue import jittered
+from kustomize_controller.reconcile.source import (
+    AccessDeniedError,
+    SourceAccess,
+    SourceNotFoundError,
+    SourceReader,
+    get_source,
+    origin_revision,
+)
+from kustomize_controller.reconcile.status import StatusPatcher
+from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.controller import Request, Result, TerminalError
+
+_log = structlog.get_logger("kustomization")
+
+
+class KustomizationReader(Protocol):
+    async def get_kustomization(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as last seen (informer cache), or None when it does not exist."""
+        ...
+
+
+@dataclass(frozen=True)
+class ReconcilerOptions:
+    requeue_dependency: timedelta = timedelta(seconds=30)
+    interval_jitter_percentage: int = 5
+    source_access: SourceAccess = field(default_factory=SourceAccess)
+    additive_cel_dependency_check: bool = False
+    object_level_workload_identity: bool = False
+    apply: ApplyStepOptions = field(default_factory=ApplyStepOptions)
+
+
+def _compile_ready_expr(expression: str) -> BoolProgram:
+    program = compile_bool_expression(expression, variables=("self", "dep"))
+    return program.evaluate
+
+
+class KustomizationReconciler:
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        reader: KustomizationReader,
+        sources: SourceReader,
+        pipeline: BuildPipeline,
+        notifier: Notifier,
+        metrics: GotkMetrics,
+        clock: Clock,
+        options: ReconcilerOptions,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._client = client
+        self._reader = reader
+        self._sources = sources
+        self._notifier = notifier
+        self._metrics = metrics
+        self._clock = clock
+        self._options = options
+        self._rng = rng or random.Random()
+        self._apply = ApplyStep(client=client, pipeline=pipeline, clock=clock, options=options.apply)
+
+    async def reconcile(self, request: Request) -> Result:
+        obj = await self._reader.get_kustomization(request.namespace, request.name)
+        if obj is None:
+            self._metrics.delete(name=request.name, namespace=request.namespace)
+            return Result()
+        try:
+            ks = parse_kustomization(obj)
+        except InvalidKustomizationError as err:
+            # The CRD schema keeps such objects out of a real cluster; say why we cannot proceed.
+            _log.error("invalid Kustomization", error=str(err))
+            raise TerminalError(str(err)) from err
+        ctx = ReconcileContext(
+            ks=ks,
+            obj=obj,
+            patcher=StatusPatcher(client=self._client, obj=obj, clock=self._clock),
+            clock=self._clock,
+            notifier=self._notifier,
+            started=self._clock.monotonic(),
+        )
+        try:
+            return await self._reconcile(ctx)
+        finally:
+            await self._finish(ctx)
+
+    async def _finish(self, ctx: ReconcileContext) -> None:
+        ks = ctx.ks
+        name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
+        await self._finalize_status(ctx)
+        if ks.metadata.deletion_timestamp is not None and FINALIZER not in ks.metadata.finalizers:
+            self._metrics.delete(name=name, namespace=namespace)
+            return
+        self._metrics.record_duration(name=name, namespace=namespace, seconds=ctx.elapsed())
+        self._metrics.record_suspend(name=name, namespace=namespace, suspended=ks.spec.suspend)
+        for condition in ks.status.conditions:
+            self._metrics.record_condition(
+                name=name, namespace=namespace, type_=condition.type, status=condition.status
+            )
+        if ks.spec.suspend or not conditions.is_true(ks.status.conditions, READY):
+            return
+        message = (
+            f"Reconciliation finished in {format_duration(timedelta(seconds=ctx.elapsed()))}, "
+            f"next run in {format_duration(ks.get_interval())}"
+        )
+        _log.info(message, revision=ks.status.last_attempted_revision)
+        await ctx.event(
+            message,
+            revision=ks.status.last_applied_revision or "",
+            origin_revision=ks.status.last_applied_origin_revision or "",
+            extra={COMMIT_STATUS_KEY: COMMIT_STATUS_UPDATE},
+        )
+
+    async def _finalize_status(self, ctx: ReconcileContext) -> None:
+        ks = ctx.ks
+        requested = ks.metadata.annotations.get(RECONCILE_REQUEST_ANNOTATION)
+        if requested is not None:
+            ks.status.last_handled_reconcile_at = requested
+        if conditions.is_true(ks.status.conditions, READY):
+            conditions.delete(ks.status.conditions, RECONCILING)
+            ks.status.observed_generation = ctx.generation
+        reconciling = conditions.get(ks.status.conditions, RECONCILING)
+        if conditions.is_false(ks.status.conditions, READY) and reconciling is not None:
+            reconciling.reason = Reason.PROGRESSING_WITH_RETRY
+        await ctx.patch()
+
+    async def _reconcile(self, ctx: ReconcileContext) -> Result:
+        ks = ctx.ks
+        if ks.metadata.deletion_timestamp is not None:
+            await finalize(ctx, client=self._client, tenancy=self._options.apply.tenancy)
+            return Result()
+
+        if FINALIZER not in ks.metadata.finalizers:
+            ks.metadata.finalizers.append(FINALIZER)
+            return Result(requeue=True)
+
+        if ks.spec.suspend:
+            _log.info("Reconciliation is suspended for this object")
+            return Result()
+
+        try:
+            readers = build_status_readers(ks.spec.health_check_exprs)
+        except InvalidCELExpressionError as err:
+            await self._terminal(ctx, Reason.INVALID_CEL_EXPRESSION, f"{TERMINAL_ERROR_PREFIX}{err}")
+            ks.status.observed_generation = ctx.generation
+            raise TerminalError(str(err)) from err
+
+        decryption = ks.spec.decryption
+        if decryption and decryption.service_account_name and not self._options.object_level_workload_identity:
+            message = (
+                "to use spec.decryption.serviceAccountName for decryption authentication please enable the "
+                "ObjectLevelWorkloadIdentity feature gate in the controller"
+            )
+            await self._terminal(ctx, Reason.FEATURE_GATE_DISABLED, message)
+            return Result()
+
+        try:
+            source = await get_source(ks, reader=self._sources, access=self._options.source_access)
+        except SourceNotFoundError as err:
+            ctx.mark_false(READY, Reason.ARTIFACT_FAILED, str(err))
+            _log.info(f"Source '{ks.spec.source_ref.kind}/{ks.spec.source_ref.name}' not found")
+            return Result(requeue_after=ks.get_retry_interval().total_seconds())
+        except AccessDeniedError as err:
+            await self._terminal(ctx, Reason.ACCESS_DENIED, str(err))
+            raise TerminalError(str(err)) from err
+        except Exception as err:
+            ctx.mark_false(READY, Reason.ARTIFACT_FAILED, str(err))
+            raise
+
+        artifact = source.get_artifact()
+        requeue_dependency = self._options.requeue_dependency
+        if artifact is None:
+            message = f"Source artifact not found, retrying in {format_duration(requeue_dependency)}"
+            ctx.mark_false(READY, Reason.ARTIFACT_FAILED, message)
+            _log.info(message)
+            return Result(requeue_after=requeue_dependency.total_seconds())
+        ctx.revision = artifact.revision
+        ctx.origin_revision = origin_revision(source)
+
+        if ks.spec.depends_on:
+            try:
+                await check_dependencies(
+                    ks,
+                    ctx.obj,
+                    revision=ctx.revision,
+                    get=self._get_dependency,
+                    compile_ready_expr=_compile_ready_expr,
+                    additive_cel=self._options.additive_cel_dependency_check,
+                )
+            except DependencyTerminalError as err:
+                await self._terminal(ctx, Reason.INVALID_CEL_EXPRESSION, f"{TERMINAL_ERROR_PREFIX}{err}")
+                ks.status.observed_generation = ctx.generation
+                raise TerminalError(str(err)) from err
+            except DependencyNotReadyError as err:
+                ctx.mark_false(READY, Reason.DEPENDENCY_NOT_READY, str(err))
+                message = (
+                    f"Dependencies do not meet ready condition, retrying in {format_duration(requeue_dependency)}"
+                )
+                _log.info(message)
+                await ctx.event(message)
+                return Result(requeue_after=requeue_dependency.total_seconds())
+            _log.info("All dependencies are ready, proceeding with reconciliation")
+
+        try:
+            await self._apply.run(ctx, artifact=artifact, readers=readers)
+        except PipelineFailure as failure:
+            if failure.artifact_not_found:
+                message = (
+                    f"Source is not ready, artifact not found, retrying in {format_duration(requeue_dependency)}"
+                )
+                ctx.mark_false(READY, Reason.ARTIFACT_FAILED, message)
+                _log.info(message)
+                return Result(requeue_after=requeue_dependency.total_seconds())
+            retry = ks.get_retry_interval()
+            _log.error(
+                f"Reconciliation failed after {format_duration(timedelta(seconds=ctx.elapsed()))}, "
+                f"next try in {format_duration(retry)}",
+                revision=ctx.revision,
+                error=failure.message,
+            )
+            await ctx.event(failure.message, error=True)
+            return Result(requeue_after=retry.total_seconds())
+        interval = jittered(
+            ks.get_interval(), percentage=self._options.interval_jitter_percentage, rng=self._rng
+        )
+        return Result(requeue_after=interval.total_seconds())
+
+    async def _terminal(self, ctx: ReconcileContext, reason: str, message: str) -> None:
+        ctx.mark_false(READY, reason, message)
+        ctx.mark_stalled(reason, message)
+        _log.error(message)
+        await ctx.event(message, error=True)
+
+    async def _get_dependency(self, namespace: str, name: str) -> dict[str, Any]:
+        # Uncached read, as upstream's APIReader: a dependency's readiness must be current.
+        return await self._client.get(API_VERSION, KIND, name, namespace)
+
+
+__all__ = ["KustomizationReconciler", "ReconcilerOptions"]

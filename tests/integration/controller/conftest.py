@@ -1,0 +1,143 @@
+"""A running controller for behaviour tests: the real ``run_controller`` against the ``cluster`` fixture,
+with a loopback artifact server standing in for source-controller.
+
+Tests drive it the way a user does: publish a source revision, create or edit a Kustomization,
+then wait for its conditions. Timeouts here are generous upper bounds for waiting, never timing
+assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.settings import Settings, replace
+from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
+from tests.conftest import ClusterHandle
+
+KS_API = "kustomize.toolkit.fluxcd.io/v1"
+
+
+@dataclass
+class ControllerEnv:
+    cluster: ClusterHandle
+    client: KubeClient
+    artifacts: ArtifactServer
+    settings: Settings
+    task: asyncio.Task[int] | None = None
+    extra_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return self.cluster.namespace
+
+    async def start(self, **overrides: Any) -> None:
+        from kustomize_controller.app import run_controller
+
+        if overrides:
+            self.settings = replace(self.settings, **overrides)
+        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False))
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            self.task = None
+
+    async def publish(self, files: Mapping[str, str], *, name: str = "repo", revision: str | None = None,
+                      kind: str = "GitRepository") -> dict[str, Any]:
+        artifact = await self.artifacts.publish_files(files, name=f"{self.namespace}/{name}", revision=revision)
+        await publish_source(self.client, kind=kind, namespace=self.namespace, name=name, artifact=artifact)
+        return dict(artifact)
+
+    def kustomization(self, name: str = "app", **spec: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "interval": "10m",
+            "prune": True,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"},
+            **spec,
+        }
+        return {"apiVersion": KS_API, "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": self.namespace}, "spec": body}
+
+    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.create(obj)
+
+    async def get_ks(self, name: str = "app") -> dict[str, Any]:
+        return await self.client.get(KS_API, "Kustomization", name, self.namespace)
+
+    async def wait_for(self, name: str, predicate: Callable[[dict[str, Any]], bool], *,
+                       within: float = 60.0) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + within
+        last: dict[str, Any] = {}
+        while asyncio.get_running_loop().time() < deadline:
+            if self.task is not None and self.task.done():
+                raise AssertionError(f"controller exited: {self.task.result()!r}")
+            try:
+                last = await self.get_ks(name)
+            except NotFoundError:
+                last = {}
+            if last and predicate(last):
+                return last
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"Kustomization {name} did not reach the expected state; last status: "
+                             f"{last.get('status')}")
+
+    async def wait_ready(self, name: str = "app", *, revision: str | None = None,
+                         within: float = 60.0) -> dict[str, Any]:
+        def ready(obj: dict[str, Any]) -> bool:
+            status = obj.get("status") or {}
+            ok = condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
+            return ok and (revision is None or status.get("lastAppliedRevision") == revision)
+        return await self.wait_for(name, ready, within=within)
+
+    async def exists(self, api_version: str, kind: str, name: str) -> bool:
+        try:
+            await self.client.get(api_version, kind, name, self.namespace)
+        except NotFoundError:
+            return False
+        return True
+
+
+def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return c.get("status"), c.get("reason")
+    return None
+
+
+def condition_message(obj: Mapping[str, Any], type_: str) -> str:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return str(c.get("message", ""))
+    return ""
+
+
+@pytest.fixture
+async def env(cluster: ClusterHandle) -> AsyncIterator[ControllerEnv]:
+    config = await load_kubeconfig(cluster.kubeconfig_path)
+    async with KubeClient(config=config, qps=-1, burst=-1) as client, ArtifactServer() as artifacts:
+        settings = Settings(
+            kubeconfig=cluster.kubeconfig_path,
+            metrics_addr="127.0.0.1:0",
+            health_addr="127.0.0.1:0",
+            requeue_dependency=__import__("datetime").timedelta(seconds=1),
+            kube_api_qps=-1,
+            kube_api_burst=-1,
+            log_level="error",
+            runtime_namespace=cluster.namespace,
+        )
+        controller = ControllerEnv(cluster=cluster, client=client, artifacts=artifacts, settings=settings)
+        try:
+            yield controller
+        finally:
+            await controller.stop()
