@@ -201,7 +201,7 @@ class Api:
                 field_text = ",".join(filter(None, [field_text, f"metadata.name={target.name}"]))
             fields = parse_field_selector(field_text, rt.kind)
             if verb == "watch":
-                timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.options.watch_timeout
+                timeout = float(_int(q.get("timeoutSeconds"), "timeoutSeconds") or self.options.watch_timeout)
                 return await serve_watch(request, cluster.storage, WatchRequest(
                     rt=rt, namespace=target.namespace, resource_version=q.get("resourceVersion", ""),
                     timeout=timeout, bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
