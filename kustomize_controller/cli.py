@@ -2,7 +2,10 @@
 
 Commands are registered in :data:`COMMANDS` (name → :class:`Command`). ``main`` dispatches on
 the first argument; with no known command name it runs the default command (``run``, the
-controller itself — registered by the app layer when it exists; until then the CLI says so).
+controller itself — to be registered here by the app layer; until then the CLI says so). A
+command either declares argparse arguments (``configure`` + ``handler``) or takes its arguments
+unparsed (``raw_handler``), which is what the controller's pflag-compatible flags need
+(``COMMANDS["run"] = Command(help=..., raw_handler=lambda argv, out, err: ...)``).
 
 ``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
 [--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
@@ -45,8 +48,9 @@ class CommandError(Exception):
 @dataclass(frozen=True)
 class Command:
     help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    handler: Callable[[argparse.Namespace, TextIO, TextIO], int]
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+    handler: Callable[[argparse.Namespace, TextIO, TextIO], int] | None = None
+    raw_handler: Callable[[list[str], TextIO, TextIO], int] | None = None
 
 
 # --- build -------------------------------------------------------------------------------------
@@ -138,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Flux kustomize-controller in Python")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
-        command.configure(sub.add_parser(name, help=command.help, description=command.help))
+        sub_parser = sub.add_parser(name, help=command.help, description=command.help)
+        if command.configure is not None:
+            command.configure(sub_parser)
     return parser
 
 
@@ -155,14 +161,19 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             )
             return 2
         args_list = [DEFAULT_COMMAND, *args_list]
-    parser = build_parser()
+    raw = COMMANDS.get(args_list[0])
     try:
-        args = parser.parse_args(args_list)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    command = COMMANDS[args.command]
-    try:
-        return command.handler(args, out, err)
+        if raw is not None and raw.raw_handler is not None:
+            return raw.raw_handler(args_list[1:], out, err)
+        parser = build_parser()
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        handler = COMMANDS[args.command].handler
+        if handler is None:
+            raise CommandError(f"command '{args.command}' has no handler")
+        return handler(args, out, err)
     except CommandError as exc:
         print("error: " + " ".join(str(exc).split()), file=err)
         return 1
