@@ -57,7 +57,11 @@ def error_response(err: ApiStatusError) -> web.Response:
     body = err.body()
     if not err.reason:
         body.pop("reason", None)
-    return json_response(body, err.code)
+    response = json_response(body, err.code)
+    retry_after = (err.details or {}).get("retryAfterSeconds")
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 class Api:

@@ -163,3 +163,28 @@ async def test_service_gets_a_cluster_ip_that_updates_keep(cluster):
         status, updated = await call(http, "PUT", f"/api/v1/namespaces/{ns}/services/svc", body=svc)
         assert status == 200, updated
         assert updated["spec"]["clusterIP"] == ip
+
+
+async def test_delete_preconditions(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(ns), body=configmap("pre"))
+        status, body = await call(http, "DELETE", cm_path(ns, "pre"),
+                                  body={"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})
+        assert (status, body["reason"]) == (409, "Conflict")
+        assert "Precondition failed: UID in precondition" in body["message"]
+        status, _ = await call(http, "DELETE", cm_path(ns, "pre"),
+                               body={"preconditions": {"uid": obj["metadata"]["uid"],
+                                                       "resourceVersion": obj["metadata"]["resourceVersion"]}})
+        assert status == 200
+
+
+async def test_delete_collection_with_label_selector(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        for name, group in (("d1", "x"), ("d2", "x"), ("d3", "y")):
+            await call(http, "POST", cm_path(ns), body=configmap(name, labels={"group": group}))
+        status, _ = await call(http, "DELETE", cm_path(ns), params={"labelSelector": "group=x"})
+        assert status == 200
+        _, listed = await call(http, "GET", cm_path(ns), params={"labelSelector": "group"})
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["d3"]

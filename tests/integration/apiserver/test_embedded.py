@@ -167,3 +167,13 @@ async def test_writes_to_the_all_namespaces_path_are_not_allowed(cluster):
     async with cluster.session() as http:
         status, body = await call(http, "POST", "/api/v1/configmaps", body=configmap("x"))
         assert (status, body["reason"]) == (405, "MethodNotAllowed")
+
+
+async def test_too_many_requests_carries_retry_after(cluster):
+    server = cluster.require_server()
+    server.faults.fail(method="GET", path=r"/configmaps$", status=429, count=1)
+    async with cluster.session() as http, http.get(cm_path(cluster.namespace)) as resp:
+        assert resp.status == 429
+        assert resp.headers["Retry-After"] == "1"
+        body = await resp.json()
+        assert (body["reason"], body["details"]["retryAfterSeconds"]) == ("TooManyRequests", 1)
