@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,7 +193,10 @@ async def test_other_codes_fail_without_retry(server: Server, session: aiohttp.C
 
 async def test_connection_errors_are_retried(session: aiohttp.ClientSession, tmp_path: Path) -> None:
     clock = RecordingClock()
-    url = "http://127.0.0.1:9/a.tgz"  # discard port: nothing listens
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/a.tgz"
     with pytest.raises(DownloadError, match=r"giving up after 3 attempt\(s\): ClientConnectorError"):
         await drive(clock, fetcher(session, clock, retries=2).fetch(url, SHA256, tmp_path / "a"))
     assert clock.sleeps == [5.0, 10.0]
