@@ -6,8 +6,9 @@ Only used when the metadata sets ``encrypted_comment_regex`` or ``unencrypted_co
 How comments are placed, approximating go-yaml v3 + sops' YAML store:
 - A comment is every ``#`` outside a token (scalars, quoted or block, cover their own ``#``)
   that starts a line or follows whitespace; its text is everything after the ``#``.
-- An inline comment (something precedes it on its line) goes just before the mapping entry or
-  list item that starts on that line, as sops does with a value's line comment.
+- An inline comment (something precedes it on its line) goes just before the innermost block
+  mapping entry or list item that starts on that line, as sops does with a value's line comment
+  (entries of flow collections are skipped: the comment goes before the entry holding them).
 - A full-line comment goes just before the next mapping entry or list item of its document, at
   that entry's level (go-yaml's head comment) — unless it is indented deeper than that entry:
   then it closes the block above it and goes right after the nearest preceding entry indented no
@@ -22,6 +23,7 @@ be"), it never emits half-decrypted data.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,38 +51,35 @@ class _Anchor:
     column: int
     document: int
     node: int  # id() of the key or item node
+    in_flow: bool  # an entry of a flow collection ("[a, b]", "{a: b}")
+
+
+_HASH_RE = re.compile(r"(?:^|(?<=[ \t]))#", re.MULTILINE)
 
 
 def _comments(text: str, loader_cls: type[yaml.SafeLoader]) -> list[_Found]:
-    tokens = list(yaml.scan(text, Loader=loader_cls))
-    spans = sorted((t.start_mark.index, t.end_mark.index) for t in tokens if t.end_mark.index > t.start_mark.index)
+    spans = sorted(
+        (t.start_mark.index, t.end_mark.index)
+        for t in yaml.scan(text, Loader=loader_cls)
+        if t.end_mark.index > t.start_mark.index
+    )
     starts = [s for s, _ in spans]
-    token_lines_end: dict[int, int] = {}
-    for t in tokens:
-        if t.end_mark.index > t.start_mark.index:
-            line = t.end_mark.line if t.end_mark.column > 0 else t.end_mark.line - 1
-            token_lines_end[line] = max(token_lines_end.get(line, -1), t.end_mark.index)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     found: list[_Found] = []
-    index, line, length = 0, 0, len(text)
-    while index < length:
-        char = text[index]
-        if char == "\n":
-            line += 1
-        elif char == "#" and (index == 0 or text[index - 1] in " \t\n"):
-            pos = bisect.bisect_right(starts, index) - 1
-            if pos < 0 or spans[pos][1] <= index:
-                end = text.find("\n", index)
-                end = length if end == -1 else end
-                inline = (
-                    token_lines_end.get(line, -1) > -1
-                    and token_lines_end[line] <= index
-                    and bool(text[text.rfind("\n", 0, index) + 1 : index].strip())
-                )
-                column = index - (text.rfind("\n", 0, index) + 1)
-                found.append(_Found(index, line, column, text[index + 1 : end], inline))
-                index = end
-                continue
-        index += 1
+    skip_until = -1
+    for match in _HASH_RE.finditer(text):
+        index = match.start()
+        if index < skip_until:
+            continue  # a '#' inside a comment
+        pos = bisect.bisect_right(starts, index) - 1
+        if pos >= 0 and spans[pos][1] > index:
+            continue  # inside a scalar, tag or anchor
+        line = bisect.bisect_right(line_starts, index) - 1
+        end = text.find("\n", index)
+        end = len(text) if end == -1 else end
+        skip_until = end
+        before = text[line_starts[line] : index]
+        found.append(_Found(index, line, index - line_starts[line], text[index + 1 : end], bool(before.strip())))
     return found
 
 
@@ -97,21 +96,23 @@ class _Builder:
     def _document_of(self, index: int) -> int:
         return max(bisect.bisect_right(self._document_starts, index) - 1, 0)
 
-    def collect(self, node: yaml.Node) -> None:
+    def collect(self, node: yaml.Node, in_flow: bool = False) -> None:
         if isinstance(node, yaml.MappingNode):
+            flow = in_flow or bool(node.flow_style)
             for key, value in node.value:
                 mark = key.start_mark
-                self._anchors.append(
-                    _Anchor(mark.index, mark.line, mark.column, self._document_of(mark.index), id(key))
-                )
-                self.collect(value)
+                document = self._document_of(mark.index)
+                self._anchors.append(_Anchor(mark.index, mark.line, mark.column, document, id(key), flow))
+                self.collect(value, flow)
         elif isinstance(node, yaml.SequenceNode):
+            flow = in_flow or bool(node.flow_style)
             for item in node.value:
                 mark = item.start_mark
                 # block items: the column of the "- " indicator, not of the value after it
-                column = mark.column - 2 if not node.flow_style and mark.column >= 2 else mark.column
-                self._anchors.append(_Anchor(mark.index, mark.line, column, self._document_of(mark.index), id(item)))
-                self.collect(item)
+                column = mark.column - 2 if not flow and mark.column >= 2 else mark.column
+                document = self._document_of(mark.index)
+                self._anchors.append(_Anchor(mark.index, mark.line, column, document, id(item), flow))
+                self.collect(item, flow)
 
     def place(self) -> None:
         self._anchors.sort(key=lambda a: a.index)
@@ -120,7 +121,7 @@ class _Builder:
             comment = Comment(found.text, inline=found.inline)
             pos = bisect.bisect_right(starts, found.index)
             if found.inline:
-                on_line = [a for a in self._anchors[:pos] if a.line == found.line]
+                on_line = [a for a in self._anchors[:pos] if a.line == found.line and not a.in_flow]
                 if on_line:
                     self._before.setdefault(on_line[-1].node, []).append(comment)
                     continue

@@ -210,3 +210,14 @@ SOPS_CASES = [
 @pytest.mark.parametrize(("text", "expected"), SOPS_CASES)
 def test_placement_matches_sops_store_tests(text: bytes, expected: list[Branch]) -> None:
     assert yaml_comments.load(text) == expected
+
+
+def test_hashes_that_are_not_comments() -> None:
+    (branch,) = yaml_comments.load(b"a: 'x # y'\nb: c#d # real # still the same comment\nc: [1, 2] # flow\n")
+    assert list(branch) == [
+        ("a", "x # y"),
+        (Comment(" real # still the same comment", inline=True), None),
+        ("b", "c#d"),
+        (Comment(" flow", inline=True), None),
+        ("c", [1, 2]),
+    ]
