@@ -221,3 +221,10 @@ def test_hashes_that_are_not_comments() -> None:
         (Comment(" flow", inline=True), None),
         ("c", [1, 2]),
     ]
+
+
+def test_inline_comment_in_a_list_of_mappings_goes_before_the_key() -> None:
+    (branch,) = yaml_comments.load(b"items:\n  - name: x # c\n    value: y\n")
+    assert list(branch) == [
+        ("items", [Branch([(Comment(" c", inline=True), None), ("name", "x"), ("value", "y")])]),
+    ]
