@@ -128,7 +128,15 @@ def _map_with_log(func: Callable[[Any], list[Request]], what: str) -> Callable[[
     return mapped
 
 
-async def run_controller(settings: Settings, *, clock: Clock | None = None, handle_signals: bool = True) -> int:
+async def run_controller(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    handle_signals: bool = True,
+    on_manager: Callable[[Manager], None] | None = None,
+) -> int:
+    """Run the controller until stopped; ``on_manager`` sees the manager before it starts (tests and
+    embedders use it to reach ``metrics_url``/``is_leader``)."""
     configure_logging(level=settings.log_level, encoding=settings.log_encoding)
     clock = clock or RealClock()
     gates = settings.feature_gates
@@ -245,6 +253,8 @@ async def run_controller(settings: Settings, *, clock: Clock | None = None, hand
         )
         _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace)
         manager.add_controller(controller)
+        if on_manager is not None:
+            on_manager(manager)
         _log.info("starting manager", version=_version())
         try:
             return await manager.run(handle_signals=handle_signals)

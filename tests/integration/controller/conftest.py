@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,7 +20,9 @@ import pytest
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import Settings, replace
+from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 from tests.conftest import ClusterHandle
 
@@ -34,6 +37,11 @@ class ControllerEnv:
     settings: Settings
     task: asyncio.Task[int] | None = None
     extra_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    manager: Manager | None = None
+
+    @property
+    def server(self) -> ApiServer:
+        return self.cluster.require_server()
 
     @property
     def namespace(self) -> str:
@@ -44,7 +52,75 @@ class ControllerEnv:
 
         if overrides:
             self.settings = replace(self.settings, **overrides)
-        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False))
+        self.task = asyncio.create_task(
+            run_controller(self.settings, handle_signals=False, on_manager=self._set_manager)
+        )
+
+    def _set_manager(self, manager: Manager) -> None:
+        self.manager = manager
+
+    async def metrics_url(self) -> str:
+        for _ in range(600):
+            if self.manager is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert self.manager is not None, "controller did not start its manager"
+        await self.manager.wait_started()
+        assert self.manager.metrics_url
+        return self.manager.metrics_url
+
+    async def request_reconcile(self, name: str = "app", token: str | None = None) -> str:
+        """Set ``reconcile.fluxcd.io/requestedAt`` as ``flux reconcile`` does; returns the token."""
+        token = token or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        await self.client.patch(KS_API, "Kustomization", name, self.namespace,
+                                {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}},
+                                patch_type="merge")
+        return token
+
+    async def wait_handled(self, token: str, name: str = "app", *, within: float = 60.0) -> dict[str, Any]:
+        return await self.wait_for(
+            name, lambda o: (o.get("status") or {}).get("lastHandledReconcileAt") == token, within=within
+        )
+
+    async def patch_spec(self, spec: Mapping[str, Any], name: str = "app") -> dict[str, Any]:
+        return await self.client.patch(KS_API, "Kustomization", name, self.namespace, {"spec": dict(spec)},
+                                       patch_type="merge")
+
+    async def delete_ks(self, name: str = "app") -> None:
+        await self.client.delete(KS_API, "Kustomization", name, self.namespace)
+
+    async def wait_gone(self, name: str = "app", *, within: float = 60.0) -> None:
+        deadline = asyncio.get_running_loop().time() + within
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                await self.get_ks(name)
+            except NotFoundError:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"Kustomization {name} still exists")
+
+    async def events(self, name: str = "app") -> list[dict[str, Any]]:
+        """core/v1 Events about the Kustomization ``name``, oldest first."""
+        items = await self.client.list("v1", "Event", self.namespace)
+        mine = [e for e in items if (e.get("involvedObject") or {}).get("kind") == "Kustomization"
+                and e["involvedObject"].get("name") == name]
+        return sorted(mine, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "",
+                                           e["metadata"].get("resourceVersion", "")))
+
+    async def wait_event(self, predicate: Callable[[dict[str, Any]], bool], name: str = "app", *,
+                         within: float = 30.0) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + within
+        seen: list[dict[str, Any]] = []
+        while asyncio.get_running_loop().time() < deadline:
+            seen = await self.events(name)
+            for event in seen:
+                if predicate(event):
+                    return event
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no matching event; seen: {[(e.get('reason'), e.get('message')) for e in seen]}")
+
+    async def get(self, api_version: str, kind: str, name: str) -> dict[str, Any]:
+        return await self.client.get(api_version, kind, name, self.namespace)
 
     async def stop(self) -> None:
         if self.task is not None:

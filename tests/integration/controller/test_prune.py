@@ -1,0 +1,60 @@
+"""Garbage collection on a new revision (upstream ``kustomization_prune_test.go``): objects that left the
+source are deleted, unless the live object says ``prune: disabled`` or no longer carries this
+Kustomization's owner labels; objects the Kustomization never applied are never touched."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.controller.conftest import ControllerEnv
+from tests.integration.controller.manifests import configmap
+
+pytestmark = pytest.mark.integration
+
+
+async def test_objects_removed_from_the_source_are_pruned(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await env.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "bystander", "namespace": ns}, "data": {"k": "v"}})
+    first = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b"), "c.yaml": configmap("c"),
+                               "d.yaml": configmap("d")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    await env.wait_ready(revision=first["revision"])
+
+    # out of band: "c" opts out of pruning, "d" is taken over by another Kustomization
+    await env.client.patch("v1", "ConfigMap", "c", ns,
+                           {"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/prune": "disabled"}}},
+                           patch_type="merge")
+    await env.client.patch("v1", "ConfigMap", "d", ns,
+                           {"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "other"}}},
+                           patch_type="merge")
+
+    second = await env.publish({"a.yaml": configmap("a")})
+    obj = await env.wait_ready(revision=second["revision"])
+
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    assert await env.exists("v1", "ConfigMap", "a")
+    assert not await env.exists("v1", "ConfigMap", "b")
+    assert await env.exists("v1", "ConfigMap", "c")
+    assert await env.exists("v1", "ConfigMap", "d")
+    assert await env.exists("v1", "ConfigMap", "bystander")
+    event = await env.wait_event(lambda e: "deleted" in e.get("message", ""))
+    assert event["type"] == "Normal"
+    assert event["reason"] == "Progressing"
+    lines = event["message"].splitlines()
+    assert f"ConfigMap/{ns}/b deleted" in lines
+    assert f"ConfigMap/{ns}/c deleted" not in lines
+    assert f"ConfigMap/{ns}/d deleted" not in lines
+
+
+async def test_prune_false_keeps_removed_objects(env: ControllerEnv) -> None:
+    ns = env.namespace
+    first = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, prune=False))
+    await env.wait_ready(revision=first["revision"])
+    second = await env.publish({"a.yaml": configmap("a")})
+    obj = await env.wait_ready(revision=second["revision"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    assert await env.exists("v1", "ConfigMap", "b")
