@@ -9,13 +9,25 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test lint typecheck imports unit venv builder crd clean
+.PHONY: test run lint typecheck imports unit venv builder crd clean
 
 test: venv builder
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+# The controller's main job. With a reachable cluster in KUBECONFIG it runs the controller against it
+# (ARGS are controller flags); otherwise it starts the embedded API server, publishes examples/ as a
+# source and shows the controller converging (ARGS=--once exits once the Kustomization is Ready).
+run: venv builder
+	@if [ -n "$$KUBECONFIG" ] && $(BIN)/kubectl get --raw /version --request-timeout=5s >/dev/null 2>&1; then \
+		echo "running the controller against the cluster in KUBECONFIG"; \
+		$(BIN)/kustomize-controller run $(ARGS); \
+	else \
+		echo "no reachable cluster in KUBECONFIG: running the demo on the embedded API server"; \
+		$(BIN)/kustomize-controller demo $(ARGS); \
+	fi
 
 venv: $(STAMP)
 

@@ -129,11 +129,55 @@ def _build(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+# --- run (the controller) and demo ---------------------------------------------------------------
+
+
+def _run_controller(argv: list[str], out: TextIO, err: TextIO) -> int:
+    import os
+
+    from kustomize_controller.settings import parse_flags, usage
+
+    if any(a in ("-h", "--help") for a in argv):
+        commands = "\n".join(f"  {name:<8} {command.help}" for name, command in COMMANDS.items())
+        print(f"Usage: {PROG} [run] [flags]\n       {PROG} COMMAND ...\n\nCommands:\n{commands}\n\n"
+              f"Flags of run (the controller, the default command):\n{usage()}", file=out)
+        return 0
+    try:
+        settings, _ = parse_flags(argv, runtime_namespace=os.environ.get("RUNTIME_NAMESPACE", ""))
+    except FlagError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    from kustomize_controller.app import run_controller
+
+    return asyncio.run(run_controller(settings))
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    from kustomize_controller.demo import configure
+
+    configure(parser)
+
+
+def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from kustomize_controller.demo import main as demo_main
+
+    return demo_main(args, out, err)
+
+
 COMMANDS: dict[str, Command] = {
+    "run": Command(
+        help="run the controller (the default command; flags as upstream, see --help)",
+        raw_handler=_run_controller,
+    ),
     "build": Command(
         help="render offline what a reconcile would apply",
         configure=_configure_build,
         handler=_build,
+    ),
+    "demo": Command(
+        help="run the controller on the embedded API server with the examples/ source (no cluster needed)",
+        configure=_configure_demo,
+        handler=_demo,
     ),
 }
 
@@ -152,14 +196,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list or (args_list[0] not in COMMANDS and args_list[0] not in ("-h", "--help")):
-        if DEFAULT_COMMAND not in COMMANDS:
-            print(
-                f"error: the '{DEFAULT_COMMAND}' command (the controller) is not available in this build; "
-                f"commands: {', '.join(COMMANDS)}",
-                file=err,
-            )
-            return 2
+    if not args_list or args_list[0] not in COMMANDS:
         args_list = [DEFAULT_COMMAND, *args_list]
     raw = COMMANDS.get(args_list[0])
     try:

@@ -15,11 +15,6 @@ def run(*args: str) -> tuple[int, str, str]:
     return cli.main(list(args), stdout=out, stderr=err), out.getvalue(), err.getvalue()
 
 
-def test_default_command_missing_is_reported() -> None:
-    code, _, err = run("--metrics-addr=:8080")
-    assert code == 2 and "the 'run' command (the controller) is not available" in err
-
-
 def test_raw_commands_get_unparsed_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
 
