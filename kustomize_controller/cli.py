@@ -1,11 +1,9 @@
 """The ``kustomize-controller`` command line.
 
-Commands are registered in :data:`COMMANDS` (name → :class:`Command`). ``main`` dispatches on
-the first argument; with no known command name it runs the default command (``run``, the
-controller itself — to be registered here by the app layer; until then the CLI says so). A
-command either declares argparse arguments (``configure`` + ``handler``) or takes its arguments
-unparsed (``raw_handler``), which is what the controller's pflag-compatible flags need
-(``COMMANDS["run"] = Command(help=..., raw_handler=lambda argv, out, err: ...)``).
+Commands are registered in :data:`COMMANDS` (name → :class:`Command`): ``run`` (the controller,
+the default when the first argument names no command), ``build`` and ``demo``. A command either
+declares argparse arguments (``configure`` + ``handler``) or takes its arguments unparsed
+(``raw_handler``), which is what the controller's pflag-compatible flags need.
 
 ``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
 [--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
