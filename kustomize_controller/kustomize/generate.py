@@ -24,8 +24,12 @@ Contract:
 - The result is written back in place (the working copy is a temp dir; nothing to restore).
 - Every file read here is first checked to resolve inside the artifact root.
 
-Not promised: upstream's re-marshalling through the typed kustomize struct (unknown keys in a
-kustomization file are kept here and reported by kustomize itself).
+Upstream round-trips the file through kustomize's typed ``Kustomization`` struct, which drops
+unknown top-level keys (kustomize alone would reject them with "json: unknown field") and fills a
+missing ``apiVersion``/``kind``; we do the same for the top level.
+
+Not promised: the struct round-trip's effect below the top level (unknown keys inside entries are
+kept and reported by kustomize) and its case-insensitive field matching.
 """
 
 from __future__ import annotations
@@ -48,6 +52,17 @@ from kustomize_controller.kustomize.paths import (
 )
 
 _REMOTE_PREFIXES = ("git::", "gh:", "ssh://", "https://", "http://", "git@", "github.com:", "github.com/")
+# Top-level fields of kustomize's types.Kustomization (api v0.21), plus its TypeMeta.
+_KUSTOMIZATION_FIELDS = frozenset(
+    {
+        "apiVersion", "kind", "metadata", "bases", "buildMetadata", "commonAnnotations", "commonLabels",
+        "components", "configMapGenerator", "configurations", "crds", "generatorOptions", "generators",
+        "helmChartInflationGenerator", "helmCharts", "helmGlobals", "imageTags", "images", "labels",
+        "namePrefix", "nameSuffix", "namespace", "openapi", "patches", "patchesJson6902",
+        "patchesStrategicMerge", "replacements", "replicas", "resources", "secretGenerator", "sortOptions",
+        "transformers", "validators", "vars",
+    }
+)
 _SELECTOR_FIELDS = ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
 
 
@@ -218,7 +233,11 @@ def generate(root: Path, directory: Path, overlay: Overlay) -> Path:
             loaded = {}
         if not isinstance(loaded, dict):
             raise GenerateError(f"failed to parse {relative_to_root(root, kfile)}: not a YAML object")
-        kus: dict[str, Any] = loaded
+        kus: dict[str, Any] = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            **{k: v for k, v in loaded.items() if k in _KUSTOMIZATION_FIELDS},
+        }
         if not kus.get("resources"):
             kus["buildMetadata"] = ["originAnnotations"]
     else:

@@ -73,7 +73,24 @@ def test_existing_kustomization_is_kept_and_overlaid(tmp_path: Path, name: str) 
     write(tmp_path / name, "resources:\n- cm.yaml\nnamespace: old\n")
     kfile = generate(tmp_path, tmp_path, Overlay(target_namespace="new"))
     assert kfile.name == name
-    assert load(kfile) == {"resources": ["cm.yaml"], "namespace": "new", "sortOptions": {"order": "fifo"}}
+    assert load(kfile) == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["cm.yaml"],
+        "namespace": "new",
+        "sortOptions": {"order": "fifo"},
+    }
+
+
+def test_unknown_top_level_keys_are_dropped_like_upstream(tmp_path: Path) -> None:
+    write(tmp_path / "kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n"
+          "resources: [a.yaml]\nfooBar: 1\nsortOptions: {order: legacy}\n")
+    assert load(generate(tmp_path, tmp_path, Overlay())) == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Component",
+        "resources": ["a.yaml"],
+        "sortOptions": {"order": "legacy"},
+    }
 
 
 def test_existing_kustomization_without_resources_gets_origin_annotations(tmp_path: Path) -> None:
