@@ -198,19 +198,28 @@ class ControllerProcess:
                 *self.argv(), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=REPO_ROOT
             )
 
-        async def readyz() -> int:
-            if self._proc is not None and self._proc.returncode is not None:
-                raise E2EError(f"controller exited with {self._proc.returncode}")
-            async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http, \
-                    http.get(f"{self.health_url}/readyz") as resp:
-                return resp.status
-
-        try:
-            await eventually(readyz, lambda status: status == 200, within=ready_within,
-                             what=f"controller {shlex.join(self.argv())} ready", every=0.2)
-        except E2EError as err:
-            await self.stop()
-            raise E2EError(f"{err}\n--- controller logs ---\n{self.logs()}") from err
+        proc = self._proc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ready_within
+        last: object = None
+        while True:
+            if proc.returncode is not None:
+                failure = f"controller exited with {proc.returncode} before it was ready"
+                break
+            try:
+                async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http, \
+                        http.get(f"{self.health_url}/readyz") as resp:
+                    if resp.status == 200:
+                        return
+                    last = f"{resp.status} {await resp.text()}"
+            except (aiohttp.ClientError, TimeoutError) as err:
+                last = err
+            if loop.time() >= deadline:
+                failure = f"controller not ready within {ready_within}s; last /readyz: {last!r}"
+                break
+            await asyncio.sleep(0.2)
+        await self.stop()
+        raise E2EError(f"{failure}: {shlex.join(self.argv())}\n--- controller logs ---\n{self.logs()}")
 
     async def stop(self, *, grace: float = 30.0) -> int | None:
         """SIGTERM, wait ``grace`` seconds, then SIGKILL. Returns the exit code (idempotent)."""
