@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -117,12 +118,13 @@ class Cluster:
 
     # create -------------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str
-               ) -> dict[str, Any]:
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str,
+               ctx: WriteContext | None = None) -> dict[str, Any]:
+        ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, None)
         if body["metadata"].get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
-        obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None)
+        obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None, ctx)
         objects.normalise(rt, obj, None)
         name = obj["metadata"].get("name") or ""
         validation.validate(rt, obj, None)
@@ -148,7 +150,8 @@ class Cluster:
     # update / patch ----------------------------------------------------------------------------------
 
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, *, subresource: str,
-               dry_run: bool, manager: str) -> dict[str, Any]:
+               dry_run: bool, manager: str, ctx: WriteContext | None = None) -> dict[str, Any]:
+        ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, name)
         old = self._live(rt, namespace, name)
         rv = body["metadata"].get("resourceVersion")
@@ -159,18 +162,21 @@ class Cluster:
             raise errors.invalid(rt.kind, rt.group, name, [FieldError(
                 "metadata.resourceVersion", "Invalid value", "must be specified for an update", "0x0")])
         body["metadata"]["name"] = name
-        return self._finish_update(rt, old, body, subresource=subresource, dry_run=dry_run, manager=manager)
+        return self._finish_update(rt, old, body, subresource=subresource, dry_run=dry_run, manager=manager,
+                                   ctx=ctx)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, patch: Any, *, patch_type: str,
-              subresource: str, dry_run: bool, manager: str | None, force: bool) -> tuple[dict[str, Any], bool]:
+              subresource: str, dry_run: bool, manager: str | None, force: bool,
+              ctx: WriteContext | None = None) -> tuple[dict[str, Any], bool]:
         """Apply a patch; returns (object, created). Apply patches create absent objects."""
+        ctx = ctx or WriteContext()
         live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
         if patch_type == "apply":
             if not manager:
                 raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
                     "fieldManager", "Required value", "is required for apply patch")])
             return self._apply(rt, namespace, name, live, patch, subresource=subresource, dry_run=dry_run,
-                               manager=manager, force=force)
+                               manager=manager, force=force, ctx=ctx)
         if force:
             raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
                 "force", "Forbidden", "may not be specified for non-apply patch", True)])
@@ -194,13 +200,23 @@ class Cluster:
         if patched_rv and patched_rv != live["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
         return self._finish_update(rt, live, patched, subresource=subresource, dry_run=dry_run,
-                                   manager=manager or "unknown"), False
+                                   manager=manager or "unknown", ctx=ctx), False
 
     def _apply(self, rt: ResourceType, namespace: str, name: str, live: dict[str, Any] | None, config: Any, *,
-               subresource: str, dry_run: bool, manager: str, force: bool) -> tuple[dict[str, Any], bool]:
+               subresource: str, dry_run: bool, manager: str, force: bool, ctx: WriteContext
+               ) -> tuple[dict[str, Any], bool]:
         config = self._check_body(rt, copy.deepcopy(config), namespace, name)
         if not config.get("apiVersion") or not config.get("kind"):
             raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
+        if rt.custom and rt.schema and ctx.field_validation != "Ignore":
+            unknown: list[str] = []
+            crdschema.prune_and_default(rt.schema, config, unknown)
+            if unknown:
+                where = f"{namespace}/{name}" if rt.namespaced else name
+                gvk = f"{rt.api_version}, Kind={rt.kind}"
+                detail = (f".{unknown[0]}: field not declared in schema" if len(unknown) == 1 else
+                          "errors:\n" + "\n".join(f"  .{p}: field not declared in schema" for p in unknown))
+                raise errors.bad_request(f"failed to create typed patch object ({where}; {gvk}): {detail}")
         if live is None:
             if subresource:
                 raise errors.not_found(rt.plural, rt.group, name)
@@ -209,7 +225,7 @@ class Cluster:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
             applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
                                         now=self.now())
-            result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None)
+            result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None, ctx)
             objects.normalise(rt, result, None)
             validation.validate(rt, result, None)
             self._check_namespace(rt, namespace, name)
@@ -219,7 +235,8 @@ class Cluster:
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
         merged = server_side_apply(rt, objects.with_version(live, rt), config, manager=manager, force=force,
                                    subresource=subresource, now=self.now())
-        return self._finish_update(rt, live, merged, subresource=subresource, dry_run=dry_run, manager=None), False
+        return self._finish_update(rt, live, merged, subresource=subresource, dry_run=dry_run, manager=None,
+                                   ctx=ctx), False
 
     def _live(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
@@ -228,12 +245,12 @@ class Cluster:
         return live
 
     def _finish_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str,
-                       dry_run: bool, manager: str | None) -> dict[str, Any]:
+                       dry_run: bool, manager: str | None, ctx: WriteContext) -> dict[str, Any]:
         if subresource and subresource != "status":
             raise errors.page_not_found()
         if subresource == "status" and not rt.has_status:
             raise errors.page_not_found()
-        result = _structural(rt, objects.prepare_update(rt, old, new, subresource=subresource or None), old)
+        result = _structural(rt, objects.prepare_update(rt, old, new, subresource=subresource or None), old, ctx)
         objects.normalise(rt, result, old)
         validation.validate(rt, result, old)
         if manager is not None:
@@ -402,11 +419,27 @@ class Cluster:
         }, dry_run=False, manager="kube-apiserver")
 
 
-def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+@dataclass
+class WriteContext:
+    """Per-request write settings and what the write reports back besides the object."""
+
+    field_validation: str = "Warn"  # Ignore, Warn or Strict
+    warnings: list[str] = field(default_factory=list)
+
+
+def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+                ctx: WriteContext) -> dict[str, Any]:
     """Prune, default and schema-validate a custom resource (no-op for built-ins and schemaless CRDs)."""
     if not rt.custom or not rt.schema:
         return obj
-    result = crdschema.prune_and_default(rt.schema, obj)
+    unknown: list[str] = []
+    result = crdschema.prune_and_default(rt.schema, obj, unknown)
+    if unknown and ctx.field_validation == "Strict":
+        fields = ", ".join(f'unknown field "{p}"' for p in unknown)
+        raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                 f"strict decoding error: {fields}")
+    if ctx.field_validation == "Warn":
+        ctx.warnings.extend(f'unknown field "{p}"' for p in unknown)
     problems = crdschema.validate(rt.schema, result, old)
     if problems:
         raise errors.invalid(rt.kind, rt.group, obj["metadata"].get("name") or "", problems)

@@ -30,39 +30,45 @@ Schema = Mapping[str, Any]
 _ROOT_KEEP = ("apiVersion", "kind", "metadata")
 
 
-def prune_and_default(schema: Schema, obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``obj`` with unknown fields dropped and defaults filled in (metadata left alone)."""
+def prune_and_default(schema: Schema, obj: dict[str, Any], unknown: list[str] | None = None) -> dict[str, Any]:
+    """A copy of ``obj`` with unknown fields dropped and defaults filled in (metadata left alone).
+
+    The dotted paths of dropped fields are appended to ``unknown`` (for field validation).
+    """
     result = {k: obj[k] for k in _ROOT_KEEP if k in obj}
     rest = {k: v for k, v in obj.items() if k not in _ROOT_KEEP}
-    processed = _walk(schema, rest, root=True)
+    processed = _walk(schema, rest, "", unknown if unknown is not None else [], root=True)
     if isinstance(processed, dict):
         result.update(processed)
     return result
 
 
-def _walk(schema: Schema, value: Any, *, root: bool = False) -> Any:
+def _walk(schema: Schema, value: Any, path: str, unknown: list[str], *, root: bool = False) -> Any:
     if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         out: dict[str, Any] = {}
         for key, child in value.items():
+            child_path = f"{path}.{key}" if path else key
             if key in props:
                 if child is None and not props[key].get("nullable"):
                     continue
-                out[key] = _walk(props[key], child)
+                out[key] = _walk(props[key], child, child_path, unknown)
             elif isinstance(additional, Mapping):
-                out[key] = _walk(additional, child)
+                out[key] = _walk(additional, child, child_path, unknown)
             elif preserve or additional is True:
                 out[key] = child
+            else:
+                unknown.append(child_path)
         for key, sub in props.items():
             if key not in out and "default" in sub and not (root and key in _ROOT_KEEP):
-                out[key] = _walk(sub, copy.deepcopy(sub["default"]))
+                out[key] = _walk(sub, copy.deepcopy(sub["default"]), f"{path}.{key}" if path else key, unknown)
         return out
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
-            return [_walk(items, item) for item in value]
+            return [_walk(items, item, f"{path}[{i}]", unknown) for i, item in enumerate(value)]
         return value
     return value
 

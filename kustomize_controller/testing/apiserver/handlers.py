@@ -19,9 +19,9 @@ from aiohttp import web
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from . import errors, reads, routing
+from . import errors, openapi, reads, routing
 from .auth import ANONYMOUS, Authenticator, UserInfo, impersonate
-from .cluster import PATCH_TYPES, Cluster
+from .cluster import PATCH_TYPES, Cluster, WriteContext
 from .errors import ApiStatusError
 from .faults import FaultInjector
 from .rbac import Attributes, Authorizer, forbidden_message
@@ -144,6 +144,15 @@ class Api:
             return json_response(VERSION_INFO)
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
+        if path == "/openapi/v3":
+            return json_response(openapi.index(self.cluster.registry))
+        if path.startswith("/openapi/v3/"):
+            parts = path[len("/openapi/v3/"):].split("/")
+            group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
+                (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else ("", ""))
+            doc = openapi.document(self.cluster.registry, group, version) if version else None
+            if doc is not None:
+                return json_response(doc)
         raise errors.page_not_found()
 
     def _authorize_path(self, user: UserInfo, verb: str, path: str) -> None:
@@ -225,14 +234,17 @@ class Api:
                 deleted.append(body if is_object else item)
             listed["items"] = deleted
             return json_response(listed)
+        ctx = WriteContext(field_validation=_field_validation(q.get("fieldValidation")))
         if verb == "create":
             body = await self._json_body(request)
-            return json_response(cluster.create(rt, namespace, body, dry_run=dry_run, manager=manager), 201)
+            created = cluster.create(rt, namespace, body, dry_run=dry_run, manager=manager, ctx=ctx)
+            return _with_warnings(json_response(created, 201), ctx)
         name = target.name or ""
         if verb == "update":
             body = await self._json_body(request)
-            return json_response(cluster.update(rt, namespace, name, body, subresource=target.subresource,
-                                                dry_run=dry_run, manager=manager))
+            updated = cluster.update(rt, namespace, name, body, subresource=target.subresource, dry_run=dry_run,
+                                     manager=manager, ctx=ctx)
+            return _with_warnings(json_response(updated), ctx)
         if verb == "patch":
             patch_type = PATCH_TYPES.get(request.content_type)
             if patch_type is None:
@@ -240,11 +252,11 @@ class Api:
             raw = await request.read()
             patch = self._parse_yaml(raw) if patch_type == "apply" else _parse_json(raw)
             force = q.get("force", "").lower() == "true"
-            obj, created = cluster.patch(rt, namespace, name, patch, patch_type=patch_type,
-                                         subresource=target.subresource, dry_run=dry_run,
-                                         manager=q.get("fieldManager") if patch_type == "apply" else manager,
-                                         force=force)
-            return json_response(obj, 201 if created else 200)
+            patched, was_created = cluster.patch(rt, namespace, name, patch, patch_type=patch_type,
+                                                 subresource=target.subresource, dry_run=dry_run,
+                                                 manager=q.get("fieldManager") if patch_type == "apply" else manager,
+                                                 force=force, ctx=ctx)
+            return _with_warnings(json_response(patched, 201 if was_created else 200), ctx)
         options = await self._delete_options(request)
         self.faults.check_delete(rt.plural, namespace, name)
         body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
@@ -277,6 +289,22 @@ class Api:
         if "propagationPolicy" in request.query:
             options["propagationPolicy"] = request.query["propagationPolicy"]
         return options
+
+
+def _field_validation(value: str | None) -> str:
+    if value is None or value == "":
+        return "Warn"
+    if value not in ("Ignore", "Warn", "Strict"):
+        raise errors.bad_request(f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", '
+                                 f'"Strict", "Warn"')
+    return value
+
+
+def _with_warnings(response: web.Response, ctx: WriteContext) -> web.Response:
+    for warning in ctx.warnings:
+        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
 
 
 def _parse_json(raw: bytes) -> Any:

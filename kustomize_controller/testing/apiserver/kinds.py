@@ -216,6 +216,12 @@ class Registry:
     def crd_types(self, name: str) -> list[ResourceType]:
         return list(self._crd_types.get(name, []))
 
+    def types_in(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for (g, v, _), rt in self._by_resource.items() if g == group and v == version]
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        return sorted(self._served)
+
     # discovery -------------------------------------------------------------------------------------
 
     def _versions(self, group: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import MERGE, call
+from .helpers import APPLY, MERGE, call
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +56,28 @@ async def test_cel_rules_are_enforced(cluster):
         status, body = await call(http, "PATCH", KS.format(ns=ns) + "/k5", content_type=MERGE,
                                   body={"spec": {"kubeConfig": {}}})
         assert status == 422
+
+
+async def test_field_validation_modes(cluster):
+    ns = cluster.namespace
+    path = KS.format(ns=ns)
+    async with cluster.session() as http:
+        status, body = await call(http, "POST", path, body=kustomization("s1", bogus=1),
+                                  params={"fieldValidation": "Strict"})
+        assert (status, body["reason"]) == (400, "BadRequest")
+        assert 'strict decoding error: unknown field "spec.bogus"' in body["message"]
+        async with http.post(path, json=kustomization("s2", bogus=1)) as resp:
+            assert resp.status == 201
+            assert 'unknown field \\"spec.bogus\\"' in resp.headers.get("Warning", "")
+        status, _ = await call(http, "POST", path, body=kustomization("s3", bogus=1),
+                               params={"fieldValidation": "Ignore"})
+        assert status == 201
+
+
+async def test_apply_with_undeclared_field_is_rejected(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        status, body = await call(http, "PATCH", KS.format(ns=ns) + "/a1", body=kustomization("a1", bogus=1),
+                                  content_type=APPLY, params={"fieldManager": "m"})
+        assert (status, body["reason"]) == (400, "BadRequest")
+        assert body["message"].endswith(".spec.bogus: field not declared in schema")
