@@ -136,6 +136,15 @@ async def test_command_line_server_serves_until_sigterm(tmp_path):
             out, err = await asyncio.wait_for(check.communicate(), 60)
             assert check.returncode == 0, err.decode()
             assert "namespace/default" in out.decode().split()
+            manifest = tmp_path / "cm.yaml"
+            manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cli\n  namespace: default\n"
+                                "data:\n  a: '1'\n")
+            for extra in ([], ["--server-side"]):
+                apply = await asyncio.create_subprocess_exec(
+                    str(kubectl), "--kubeconfig", str(kubeconfig), "apply", *extra, "-f", str(manifest),
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                out, err = await asyncio.wait_for(apply.communicate(), 60)
+                assert apply.returncode == 0, err.decode()
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:
