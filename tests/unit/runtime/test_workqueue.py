@@ -31,7 +31,6 @@ async def _scenario(ops: list[tuple]) -> None:
     pump = asyncio.create_task(q.run())
     held: list[str] = []  # keys handed out and not done, in hand-out order
     needs_run: set[str] = set()  # keys added (and ready) since their last hand-out
-    runs_after_add: dict[str, int] = {}
     for op in ops:
         kind = op[0]
         if kind == "add":
@@ -56,19 +55,22 @@ async def _scenario(ops: list[tuple]) -> None:
         # a key that must run again and is not being processed is queued
         for key in needs_run - set(held):
             assert key in queued
-    # drain: finish everything, release every delay, and run what is left
+    # shutdown drains: finish everything in flight, release every delay, shut down, and the workers
+    # still get every key that needs a run (each once) before QueueShutDown
+    await clock.advance(10)
+    q.shut_down()
     for key in held:
         q.done(key)
-    await clock.advance(10)
     processed: list[str] = []
-    while len(q):
-        key = await _get_now(q)
+    while True:
+        try:
+            key = await _get_now(q)
+        except QueueShutDown:
+            break
         processed.append(key)
         q.done(key)
     assert needs_run <= set(processed), "a key added was never run"
     assert len(processed) == len(set(processed)), "a key ran twice although it was added once"
-    del runs_after_add
-    q.shut_down()
     await pump
 
 
