@@ -64,8 +64,12 @@ async def test_apply_ready_inventory_and_metrics(scenario: Scenario) -> None:
     text = await scenario.metrics()
     assert samples(text, "gotk_reconcile_duration_seconds", kind="Kustomization", name="basic", namespace=ns)
     assert 'controller_runtime_reconcile_total{controller="kustomization"' in text
-    succeeded = samples(text, "controller_runtime_reconcile_total", controller="kustomization", result="success")
-    assert succeeded and succeeded[0].value >= 1
+    # controller-runtime counts a reconcile that asks to run again after the interval as "requeue_after"
+    # (Flux's success path does), so a clean first run shows there, and nothing as "error"
+    counts = {s.labels["result"]: s.value
+              for s in samples(text, "controller_runtime_reconcile_total", controller="kustomization")}
+    assert counts.get("success", 0) + counts.get("requeue_after", 0) >= 1, counts
+    assert counts.get("error", 0) == 0, counts
     assert re.search(r"^rest_client_requests_total\{", text, re.MULTILINE)
 
 
