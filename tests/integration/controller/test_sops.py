@@ -1,0 +1,69 @@
+"""The SOPS hook point (upstream ``kustomization_decryptor_test.go``): with ``spec.decryption`` and the
+age key in a Secret, the decrypted Secret is applied; without it, upstream's guard message and nothing
+applied. Plaintext never appears in events or in the status."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
+from tests.integration.controller.manifests import configmap
+
+pytestmark = pytest.mark.integration
+
+SOPS_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "testdata" / "sops"
+if not SOPS_DATA.is_dir():  # pragma: no cover - the shared reference is a sibling of the clone
+    pytest.skip(f"SOPS test data not found at {SOPS_DATA}", allow_module_level=True)
+
+PLAINTEXT = "value"
+
+
+async def test_decrypted_secret_is_applied(env: ControllerEnv) -> None:
+    ns = env.namespace
+    key = (SOPS_DATA / "keys" / "age.txt").read_bytes()
+    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
+                             "data": {"identity.agekey": base64.b64encode(key).decode()}})
+    artifact = await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text(),
+                                  "cm.yaml": configmap("plain")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, decryption={
+        "provider": "sops", "secretRef": {"name": "sops-keys"}}))
+    obj = await env.wait_ready(revision=artifact["revision"])
+    secret = await env.get("v1", "Secret", "age")
+    assert base64.b64decode(secret["data"]["key"]).decode() == PLAINTEXT
+    assert "sops" not in secret
+    for event in await env.events():
+        assert PLAINTEXT not in event["message"].replace("Reconciliation", "")
+    assert f"{ns}_age__Secret" in [e["id"] for e in obj["status"]["inventory"]["entries"]]
+
+
+async def test_encrypted_secret_without_decryption_is_refused(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text(),
+                       "cm.yaml": configmap("plain")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") is not None
+                             and condition(o, "Ready")[0] == "False")  # type: ignore[index]
+    assert condition_message(obj, "Ready") == (
+        f"Secret/{ns}/age is SOPS encrypted, configuring decryption is required for this secret to be reconciled")
+    assert not await env.exists("v1", "Secret", "age")
+    assert not await env.exists("v1", "ConfigMap", "plain")
+
+
+async def test_wrong_key_fails_without_leaking(env: ControllerEnv) -> None:
+    ns = env.namespace
+    key = (SOPS_DATA / "keys" / "age-global.txt").read_bytes()
+    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
+                             "data": {"identity.agekey": base64.b64encode(key).decode()}})
+    await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text()})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, decryption={
+        "provider": "sops", "secretRef": {"name": "sops-keys"}}))
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "BuildFailed"))
+    assert "decryption failed for 'Secret.v1.[noGrp]/age'" in condition_message(obj, "Ready") or \
+        "decrypt" in condition_message(obj, "Ready")
+    assert not await env.exists("v1", "Secret", "age")
