@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import crdschema, errors, objects, validation
+from . import crdschema, errors, objects, validation, workloads
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
 from .patch import managed
@@ -56,12 +56,14 @@ DeleteHook = Callable[[ResourceType, dict[str, Any]], None]
 
 class Cluster:
     def __init__(self, *, history_size: int = 10000, clock: WallClock | None = None,
-                 watcher_buffer: int = 10000) -> None:
+                 watcher_buffer: int = 10000, simulate_workloads: bool = False) -> None:
         self.storage = Storage(history_size=history_size, watcher_buffer=watcher_buffer)
         self.registry = Registry()
         self.clock: WallClock = clock or SystemClock()
         # called before a delete is carried out (fault injection: an admission webhook that says no)
         self.delete_hooks: list[DeleteHook] = []
+        # report workloads ready right after each write (see workloads.py)
+        self.simulate_workloads = simulate_workloads
 
     def now(self) -> str:
         return objects.timestamp(self.clock.now())
@@ -145,6 +147,7 @@ class Cluster:
         if rt.storage_key == CRD_STORAGE_KEY:
             self._establish_crd(stored)
             stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
+        self._simulate(rt, stored)
         return objects.with_version(stored, rt)
 
     # update / patch ----------------------------------------------------------------------------------
@@ -269,7 +272,22 @@ class Cluster:
         if rt.storage_key == CRD_STORAGE_KEY:
             self._establish_crd(stored)
             stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
+        if subresource != "status":  # a client writing status itself is left alone
+            self._simulate(rt, stored)
         return objects.with_version(stored, rt)
+
+    def _simulate(self, rt: ResourceType, stored: dict[str, Any]) -> None:
+        """The instant controller's status write after a stored write (when simulation is on)."""
+        if not self.simulate_workloads:
+            return
+        status = workloads.needs_update(rt, stored, self.now())
+        if status is None:
+            return
+        updated = copy.deepcopy(stored)
+        updated["status"] = status
+        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status",
+                              now=self.now())
+        self.storage.put(rt.storage_key, updated)
 
     # delete -------------------------------------------------------------------------------------
 

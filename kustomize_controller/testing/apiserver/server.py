@@ -58,11 +58,13 @@ class ApiServer:
         watcher_buffer: int = 10000,
         clock: WallClock | None = None,
         tls: bool = True,
+        simulate_workloads: bool = False,
     ) -> None:
         self._host = host
         self._port = port
         self.token = token or secrets.token_urlsafe(32)
-        self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer)
+        self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer,
+                               simulate_workloads=simulate_workloads)
         self.faults = FaultInjector()
         self.requests = RequestLog()
         self.authenticator = Authenticator(anonymous=anonymous_auth)

@@ -186,3 +186,25 @@ async def test_too_many_requests_carries_retry_after(cluster):
         assert resp.headers["Retry-After"] == "1"
         body = await resp.json()
         assert (body["reason"], body["details"]["retryAfterSeconds"]) == ("TooManyRequests", 1)
+
+
+async def test_simulated_workloads_become_ready():
+    from .helpers import deployment
+
+    async with ApiServer(simulate_workloads=True) as server, server.session() as http:
+        base = "/apis/apps/v1/namespaces/default/deployments"
+        status, created = await call(http, "POST", base, body=deployment("sim", replicas=2))
+        assert status == 201
+        assert "availableReplicas" not in created.get("status", {})  # the write itself, before the controller
+        _, obj = await call(http, "GET", f"{base}/sim")
+        assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
+        assert obj["status"]["availableReplicas"] == obj["status"]["updatedReplicas"] == 2
+        assert {c["type"]: c["status"] for c in obj["status"]["conditions"]} == {"Available": "True",
+                                                                                  "Progressing": "True"}
+        await call(http, "PATCH", f"{base}/sim", body={"spec": {"replicas": 3}}, content_type=MERGE)
+        _, obj = await call(http, "GET", f"{base}/sim")
+        assert obj["status"]["observedGeneration"] == 2 and obj["status"]["readyReplicas"] == 3
+        await call(http, "PATCH", f"{base}/sim/status", body={"status": {"availableReplicas": 0}},
+                   content_type=MERGE)
+        _, obj = await call(http, "GET", f"{base}/sim")
+        assert obj["status"]["availableReplicas"] == 0  # a client's own status write is kept
