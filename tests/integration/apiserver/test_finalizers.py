@@ -65,7 +65,7 @@ async def test_namespace_deletion_removes_contents(cluster):
         status, ns = await call(http, "DELETE", f"/api/v1/namespaces/{name}")
         assert status == 200
         assert ns["metadata"]["deletionTimestamp"]
-        for _ in range(100):
+        for _ in range(600):  # a real namespace controller takes a few seconds
             status, _ = await call(http, "GET", cm_path(name, "inside"))
             if status == 404:
                 break
@@ -78,7 +78,7 @@ async def test_namespace_deletion_removes_contents(cluster):
         assert status == 200 and ns["status"]["phase"] == "Terminating"
         await call(http, "PATCH", cm_path(name, "held"), content_type=MERGE,
                    body={"metadata": {"finalizers": None}})
-        for _ in range(100):
+        for _ in range(600):  # a real namespace controller takes a few seconds
             status, _ = await call(http, "GET", f"/api/v1/namespaces/{name}")
             if status == 404:
                 break

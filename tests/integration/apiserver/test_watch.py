@@ -30,9 +30,11 @@ async def test_watch_from_resource_version_replays_in_order(cluster):
 async def test_watch_without_resource_version_starts_with_current_state(cluster):
     ns = cluster.namespace
     async with cluster.session() as http:
-        await call(http, "POST", cm_path(ns), body=configmap("x1"))
-        await call(http, "POST", cm_path(ns), body=configmap("x2"))
-        events = await read_watch(http, cm_path(ns), {"timeoutSeconds": "1"}, until=2)
+        await call(http, "POST", cm_path(ns), body=configmap("x1", labels={"initial": "yes"}))
+        await call(http, "POST", cm_path(ns), body=configmap("x2", labels={"initial": "yes"}))
+        # (a real cluster puts kube-root-ca.crt in every namespace: select only ours)
+        events = await read_watch(http, cm_path(ns), {"timeoutSeconds": "1", "labelSelector": "initial=yes"},
+                                  until=2)
     assert {e["type"] for e in events} == {"ADDED"}
     assert {e["object"]["metadata"]["name"] for e in events} == {"x1", "x2"}
 
