@@ -211,15 +211,19 @@ class Cluster:
         config = self._check_body(rt, copy.deepcopy(config), namespace, name)
         if not config.get("apiVersion") or not config.get("kind"):
             raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
+        if config["metadata"].get("managedFields") is not None:
+            raise errors.bad_request("metadata.managedFields must be nil")
         if rt.custom and rt.schema and ctx.field_validation != "Ignore":
             unknown: list[str] = []
             crdschema.prune_and_default(rt.schema, config, unknown)
             if unknown:
-                where = f"{namespace}/{name}" if rt.namespaced else name
+                # structured-merge-diff's error reaches the client as a plain (non-Status) error: 500,
+                # no reason, as kube-apiserver answers it
+                where = f"{namespace if rt.namespaced else ''}/{name}"
                 gvk = f"{rt.api_version}, Kind={rt.kind}"
                 detail = (f".{unknown[0]}: field not declared in schema" if len(unknown) == 1 else
                           "errors:\n" + "\n".join(f"  .{p}: field not declared in schema" for p in unknown))
-                raise errors.bad_request(f"failed to create typed patch object ({where}; {gvk}): {detail}")
+                raise ApiStatusError(500, "", f"failed to create typed patch object ({where}; {gvk}): {detail}")
         if live is None:
             if subresource:
                 raise errors.not_found(rt.plural, rt.group, name)

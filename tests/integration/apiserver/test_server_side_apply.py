@@ -183,3 +183,12 @@ async def test_managed_fields_can_be_stripped_but_not_by_accident(cluster):
         _, stripped = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": [{}]}},
                                  content_type=MERGE)
         assert "managedFields" not in stripped["metadata"]
+
+
+async def test_apply_configuration_may_not_carry_managed_fields(cluster):
+    body = configmap("mfx")
+    body["metadata"]["managedFields"] = [{"manager": "x", "operation": "Apply"}]
+    async with cluster.session() as http:
+        status, resp = await call(http, "PATCH", cm_path(cluster.namespace, "mfx"), body=body, content_type=APPLY,
+                                  params=apply_params("m"))
+        assert (status, resp["reason"], resp["message"]) == (400, "BadRequest", "metadata.managedFields must be nil")

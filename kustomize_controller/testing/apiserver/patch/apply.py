@@ -82,7 +82,6 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
     """The object after applying ``applied`` to ``live``, managedFields included. Raises 409 on conflicts."""
     scope = status_scope(rt, subresource)
     config = copy.deepcopy(applied)
-    config.get("metadata", {}).pop("managedFields", None)
     if scope is False:
         config.pop("status", None)
     elif scope is True:
