@@ -14,7 +14,8 @@ Every task is created in one ``asyncio.TaskGroup``; nothing outlives ``run()``.
 Stopping, and what ``run()`` returns:
 - ``stop()`` (SIGTERM/SIGINT when ``handle_signals``): controllers stop taking work, in-flight
   reconciles get ``graceful_shutdown_timeout`` seconds to finish (then they are cancelled), the lease
-  is released (``release_on_cancel``), every other task is cancelled → ``0``.
+  is released (``release_on_cancel``), runnables with a ``flush`` (the event recorder) get up to 5 s to
+  send what they hold, every other task is cancelled → ``0``.
   A second signal skips the grace period.
 - Losing the lease (``LeaderElectionLost``) cancels everything at once, no drain, no release → ``1``;
   the entry point exits the process with that status, as Flux does on "leader election lost".
@@ -53,6 +54,7 @@ from kustomize_controller.runtime.metrics import RuntimeMetrics
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+FLUSH_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class _Runnable:
     name: str
     run: Callable[[], Awaitable[None]]
     needs_leader: bool
+    flush: Callable[[], Awaitable[None]] | None = None
 
 
 def parse_bind_address(addr: str) -> tuple[str, int] | None:
@@ -150,8 +153,18 @@ class Manager:
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 
-    def add_runnable(self, name: str, run: Callable[[], Awaitable[None]], *, needs_leader: bool = False) -> None:
-        self._runnables.append(_Runnable(name=name, run=run, needs_leader=needs_leader))
+    def add_runnable(
+        self,
+        name: str,
+        run: Callable[[], Awaitable[None]],
+        *,
+        needs_leader: bool = False,
+        flush: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run ``run()`` for the life of the manager (after leadership when ``needs_leader``). On a
+        graceful stop ``flush()``, if given, gets up to ``FLUSH_TIMEOUT`` seconds once the controllers
+        are idle (e.g. to send the last queued events) before the task is cancelled."""
+        self._runnables.append(_Runnable(name=name, run=run, needs_leader=needs_leader, flush=flush))
 
     def event_recorder(self, *, reporting_controller: str, reporting_instance: str = "") -> EventRecorder:
         """A core/v1 Event recorder whose sender task the manager owns."""
@@ -162,7 +175,7 @@ class Manager:
             reporting_instance=reporting_instance
             or (self.options.leader_election.identity if self.options.leader_election else ""),
         )
-        self.add_runnable("event-recorder", recorder.run)
+        self.add_runnable("event-recorder", recorder.run, flush=recorder.flush)
         return recorder
 
     def _informers_synced(self) -> None:
@@ -260,7 +273,22 @@ class Manager:
         if self.elector is not None and election is not None and election.release_on_cancel:
             await self.elector.release()
         self._leading = False
+        await self._flush_runnables()
         _cancel_all(background)
+
+    async def _flush_runnables(self) -> None:
+        flushes = [r.flush() for r in self._runnables if r.flush is not None]
+        if not flushes:
+            return
+        done = asyncio.ensure_future(asyncio.gather(*flushes, return_exceptions=True))
+        timer = asyncio.ensure_future(self.clock.sleep(FLUSH_TIMEOUT))
+        try:
+            waiters: list[asyncio.Future[Any]] = [done, timer]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not done.done():
+                done.cancel()
 
     async def _until_stop(self, coro: Awaitable[None]) -> bool:
         """Run ``coro`` unless a stop comes first; True when it completed."""

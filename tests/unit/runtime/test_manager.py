@@ -146,3 +146,29 @@ def test_bind_addresses() -> None:
     assert parse_bind_address("0") is None and parse_bind_address("") is None
     with pytest.raises(ValueError, match="invalid bind address"):
         parse_bind_address("localhost")
+
+
+async def test_graceful_stop_flushes_runnables_before_cancelling_them() -> None:
+    clock = FakeClock()
+    _, mgr, _, _ = build(clock)
+    flushed: list[str] = []
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    async def flush() -> None:
+        flushed.append("events")
+
+    async def hung_flush() -> None:
+        await asyncio.Event().wait()
+
+    mgr.add_runnable("sender", forever, flush=flush)
+    mgr.add_runnable("stuck", forever, flush=hung_flush)
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await asyncio.sleep(0.01)
+    mgr.stop()
+    await asyncio.sleep(0.01)
+    assert flushed == ["events"]
+    assert not run.done()  # waiting for the stuck flush, at most 5 s
+    await clock.advance(5)
+    assert await asyncio.wait_for(run, 1) == 0
