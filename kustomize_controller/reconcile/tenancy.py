@@ -73,24 +73,23 @@ async def _read_kubeconfig(ks: Kustomization, secrets: SecretGetter) -> bytes:
     ref = ks.spec.kube_config.secret_ref if ks.spec.kube_config else None
     assert ref is not None
     namespace = ks.metadata.namespace or ""
+    secret_name = f"{namespace}/{ref.name}"
     try:
         secret = await secrets.get("v1", "Secret", ref.name, namespace)
-    except NotFoundError as err:
-        raise TenantClientError(f"could not find kubeconfig secret '{namespace}/{ref.name}'") from err
     except KubeError as err:
-        raise TenantClientError(f"could not get kubeconfig secret '{namespace}/{ref.name}': {err}") from err
+        # the API's own message, as upstream wraps the client error (ours prefixes Kind/ns/name)
+        detail = getattr(err, "message", "") or str(err)
+        raise TenantClientError(f"unable to read KubeConfig secret '{secret_name}' error: {detail}") from err
     data = secret.get("data") or {}
     keys = [ref.key] if ref.key else ["value", "value.yaml"]
     for key in keys:
-        if key in data:
+        if data.get(key):
             try:
                 return base64.b64decode(data[key])
             except ValueError as err:
-                message = f"kubeconfig secret '{namespace}/{ref.name}' key '{key}' is not base64"
+                message = f"KubeConfig secret '{secret_name}' key '{key}' is not base64"
                 raise TenantClientError(message) from err
-    raise TenantClientError(
-        f"kubeconfig secret '{namespace}/{ref.name}' does not contain a '{keys[0]}' key with a kubeconfig"
-    )
+    raise TenantClientError(f"KubeConfig secret '{secret_name}' does not contain a '{keys[0]}' key with a kubeconfig")
 
 
 async def remote_client(raw: bytes, *, options: TenancyOptions, base: KubeClient) -> KubeClient:

@@ -52,4 +52,11 @@ async def test_missing_kubeconfig_secret(env: ControllerEnv) -> None:
     await env.create(env.kustomization(targetNamespace=env.namespace, kubeConfig={"secretRef": {"name": "nope"}}))
     obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "ReconciliationFailed"))
     assert condition_message(obj, "Ready") == (
-        f"failed to build kube client: could not find kubeconfig secret '{env.namespace}/nope'")
+        f"failed to build kube client: unable to read KubeConfig secret '{env.namespace}/nope' error: "
+        'secrets "nope" not found')
+    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "nope", "namespace": env.namespace},
+                             "data": {"other": "eA=="}})
+    await env.request_reconcile()
+    expected = (f"failed to build kube client: KubeConfig secret '{env.namespace}/nope' does not contain a 'value' "
+                "key with a kubeconfig")
+    await env.wait_for("app", lambda o: condition_message(o, "Ready") == expected)
