@@ -3,6 +3,7 @@ Secret's kubeconfig, not the controller's; a missing Secret is a clear Reconcili
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 
@@ -24,7 +25,7 @@ async def test_applies_and_prunes_on_the_remote_cluster(env: ControllerEnv) -> N
         config = await load_kubeconfig(remote.kubeconfig_path)
         async with KubeClient(config=config) as remote_client:
             await remote_client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-            raw = Path(remote.kubeconfig_path).read_bytes()
+            raw = await asyncio.to_thread(Path(remote.kubeconfig_path).read_bytes)
             await env.client.create({"apiVersion": "v1", "kind": "Secret",
                                      "metadata": {"name": "remote", "namespace": ns},
                                      "data": {"value.yaml": base64.b64encode(raw).decode()}})
@@ -54,8 +55,8 @@ async def test_missing_kubeconfig_secret(env: ControllerEnv) -> None:
     assert condition_message(obj, "Ready") == (
         f"failed to build kube client: unable to read KubeConfig secret '{env.namespace}/nope' error: "
         'secrets "nope" not found')
-    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "nope", "namespace": env.namespace},
-                             "data": {"other": "eA=="}})
+    await env.client.create({"apiVersion": "v1", "kind": "Secret",
+                             "metadata": {"name": "nope", "namespace": env.namespace}, "data": {"other": "eA=="}})
     await env.request_reconcile()
     expected = (f"failed to build kube client: KubeConfig secret '{env.namespace}/nope' does not contain a 'value' "
                 "key with a kubeconfig")
