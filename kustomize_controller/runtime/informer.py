@@ -35,7 +35,7 @@ import builtins
 import contextlib
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kustomize_controller.kube.client import KubeClient
@@ -99,7 +99,6 @@ class InformerStats:
     relists_after_gone: int = 0
     errors: int = 0
     last_error: str = ""
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 class Informer:

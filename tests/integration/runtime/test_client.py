@@ -121,3 +121,20 @@ async def test_impersonation_is_sent(cluster) -> None:
         await client.list("v1", "ConfigMap", cluster.namespace)
         users = [r.user for r in server.requests.select(verb="list", resource="configmaps")]
         assert users[-2:] == ["system:serviceaccount:default:nobody", "kubernetes-admin"]
+
+
+async def test_every_request_is_bounded_by_a_timeout(cluster) -> None:
+    from kustomize_controller.kube.errors import TransportError
+
+    server = cluster.require_server()
+    async with await make_client(cluster, request_timeout=0.5) as client:
+        await client.list("v1", "ConfigMap", cluster.namespace)  # discovery done before the fault
+        server.faults.delay(3.0, method="GET", path=f"/namespaces/{cluster.namespace}/configmaps$", count=1)
+        with pytest.raises(TransportError, match="timed out"):
+            await client.list("v1", "ConfigMap", cluster.namespace)
+        # a watch that goes silent is ended by the inactivity guard instead of hanging
+        with pytest.raises(TransportError, match="no data"):
+            async for _ in client.watch(
+                "v1", "ConfigMap", cluster.namespace, resource_version="0", timeout_seconds=60, inactivity_timeout=0.5
+            ):
+                pass
