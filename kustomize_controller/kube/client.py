@@ -17,7 +17,11 @@ Contract:
   rate limiter and the metrics, that adds ``Impersonate-User``/``Impersonate-Group`` headers.
   Only the root client closes the pool.
 
-Not promised: retries of failed requests (callers own their retry policy), protobuf, WatchList.
+- An answer of 429 (or 5xx) carrying ``Retry-After`` means the server did not act on the request: it
+  is sent again after that delay (at most 10 s, at most 3 times), as client-go does.
+
+Not promised: other retries (callers own their retry policy: ``errors.is_transient``), protobuf,
+WatchList.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from kustomize_controller.kube.config import ClientConfig, NoAuth, StaticToken
 from kustomize_controller.kube.discovery import ResourceInfo, RestMapper
 from kustomize_controller.kube.errors import ApiError, TransportError, api_error_from_status
 from kustomize_controller.kube.metrics import RestClientMetrics
-from kustomize_controller.kube.ratelimit import MonotonicClock, TokenBucket
+from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, TokenBucket
 from kustomize_controller.kube.transport import AiohttpTransport, HttpRequest, Timeout, Transport
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -48,6 +52,8 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 USER_AGENT = f"kustomize-controller/{kustomize_controller.__version__}"
 DEFAULT_PAGE_SIZE = 500
 WATCH_READ_MARGIN = 30.0
+MAX_RETRY_AFTER_RETRIES = 3
+MAX_RETRY_AFTER_SECONDS = 10.0
 _METADATA_ACCEPT_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;q=0.9"
 _METADATA_ACCEPT_WATCH = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json;q=0.9"
 
@@ -98,6 +104,7 @@ class KubeClient:
         self._impersonate = _impersonate
         self._host = urlsplit(config.server).netloc
         self._default_limits = Timeout(total=request_timeout, connect=min(10.0, request_timeout))
+        self._clock: MonotonicClock = clock or SystemClock()
         self._transport: Transport
         self._bucket: TokenBucket
         self._metrics: RestClientMetrics
@@ -105,6 +112,7 @@ class KubeClient:
         if _parent is not None:
             self._transport = _parent._transport
             self._bucket = _parent._bucket
+            self._clock = _parent._clock
             self._metrics = _parent._metrics
             self.mapper = _parent.mapper
             self._owns_transport = False
@@ -115,7 +123,7 @@ class KubeClient:
                 server_hostname=config.tls_server_name,
             )
             self._owns_transport = True
-            self._bucket = TokenBucket(qps=qps, burst=burst, clock=clock)
+            self._bucket = TokenBucket(qps=qps, burst=burst, clock=self._clock)
             self._metrics = metrics or RestClientMetrics()
             self.mapper = RestMapper(fetch=self._fetch_discovery)
 
@@ -194,6 +202,7 @@ class KubeClient:
     ) -> Any:
         """Send one request (after a rate-limit token) and return the open response on 2xx."""
         refreshed = False
+        retries = 0
         while True:
             await self._bucket.wait()
             request = HttpRequest(
@@ -216,6 +225,14 @@ class KubeClient:
                 if await self.config.auth.refresh():
                     await resp.close()
                     continue
+            wait = _retry_after(resp)
+            if wait is not None and retries < MAX_RETRY_AFTER_RETRIES:
+                # the server did not act on the request (429 from API priority and fairness, or a
+                # 5xx carrying Retry-After): client-go retries these after the delay it names
+                retries += 1
+                await resp.close()
+                await self._clock.sleep(wait)
+                continue
             return resp
 
     async def _request_json(
@@ -536,6 +553,20 @@ class KubeClient:
                 yield WatchEvent(type=etype, object=obj)
         finally:
             await resp.close()
+
+
+def _retry_after(resp: Any) -> float | None:
+    """Seconds to wait before retrying, for a 429/5xx answer that carries ``Retry-After``."""
+    if resp.status != 429 and not 500 <= resp.status <= 504:
+        return None
+    value = resp.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
 def _write_params(*, dry_run: bool = False, field_manager: str | None = None) -> list[tuple[str, str]]:

@@ -1,3 +1,4 @@
+import asyncio
 import json
 from typing import Any
 
@@ -280,3 +281,41 @@ async def test_rest_client_metric_counts_codes() -> None:
     value = registry.get_sample_value
     assert value("rest_client_requests_total", {"code": "404", "method": "GET", "host": "fake"}) == 1
     assert value("rest_client_requests_total", {"code": "200", "method": "POST", "host": "fake"}) == 1
+
+
+async def test_retry_after_is_honoured_a_bounded_number_of_times() -> None:
+    from kustomize_controller.kube.errors import TooManyRequestsError
+    from kustomize_controller.runtime.clock import FakeClock
+
+    answers = [429, 503, 200]
+    sent_at: list[float] = []
+    clock = FakeClock()
+
+    def handler(req: HttpRequest) -> MockResponse:
+        if req.url.endswith("/api/v1"):
+            return MockResponse(
+                json_body={"resources": [{"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]}
+            )
+        sent_at.append(clock.monotonic())
+        code = answers.pop(0) if answers else 429
+        if code == 200:
+            return MockResponse(json_body=cm("a"))
+        body = {"kind": "Status", "code": code, "reason": "TooManyRequests", "message": "slow down"}
+        return MockResponse(status=code, json_body=body, headers={"Retry-After": "2"})
+
+    transport = MockTransport(handler)
+    client = KubeClient.for_server("http://fake", transport=transport, clock=clock)
+    task = asyncio.create_task(client.get("v1", "ConfigMap", "a", "ns"))
+    await asyncio.sleep(0)
+    for _ in range(10):
+        await clock.advance(1)
+    assert (await task)["metadata"]["name"] == "a"
+    assert sent_at == [1000, 1002, 1004]  # two waits of 2 s on the client's clock
+    # without Retry-After, or after 3 retries, the error surfaces
+    task = asyncio.create_task(client.get("v1", "ConfigMap", "a", "ns"))
+    for _ in range(20):
+        await clock.advance(1)
+    with pytest.raises(TooManyRequestsError):
+        await task
+    gets = [r for r in transport.requests if r.url.endswith("/configmaps/a")]
+    assert len(gets) == 3 + 4
