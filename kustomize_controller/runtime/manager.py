@@ -303,7 +303,10 @@ class Manager:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        return task.done() and not task.cancelled() and task.exception() is None
+        if not task.done() or task.cancelled():
+            return False
+        task.result()  # an unexpected failure of ``coro`` fails the manager
+        return True
 
     async def _drain(self, workers: list[asyncio.Task[None]]) -> None:
         """Wait for workers to finish their in-flight work, at most the grace period."""
