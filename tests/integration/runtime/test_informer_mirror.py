@@ -109,3 +109,44 @@ async def test_mirror_survives_closes_compaction_and_offline_deletes(cluster) ->
             await eventually(in_sync, what="mirror after 410")
             assert informer.stats.relists_after_gone == relists + 1
             task.cancel()
+
+
+async def test_metadata_only_informer_scoped_by_label(cluster) -> None:
+    ns = cluster.namespace
+    async with await make_client(cluster) as client:
+        for name, labels in (("in", {"shard": "a"}), ("out", {"shard": "b"})):
+            await client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                    "stringData": {"password": "hunter2"},
+                }
+            )
+        informer = Informer(
+            client=client,
+            api_version="v1",
+            kind="Secret",
+            namespace=ns,
+            clock=RealClock(),
+            label_selector="shard=a",
+            metadata_only=True,
+        )
+        async with asyncio.TaskGroup() as tg:
+            task = tg.create_task(informer.run())
+            await asyncio.wait_for(informer.wait_for_sync(), 30)
+            assert [o["metadata"]["name"] for o in informer.list()] == ["in"]
+            obj = informer.get(f"{ns}/in")
+            assert obj is not None and set(obj) == {"apiVersion", "kind", "metadata"}
+            # relabelling moves an object in and out of scope
+            out = await client.get("v1", "Secret", "out", ns)
+            out["metadata"]["labels"] = {"shard": "a"}
+            await client.update(out)
+            await eventually(lambda: informer.get(f"{ns}/out") is not None, what="relabelled object enters scope")
+            assert set(informer.get(f"{ns}/out") or {}) == {"apiVersion", "kind", "metadata"}
+            inside = await client.get("v1", "Secret", "in", ns)
+            inside["metadata"]["labels"] = {"shard": "c"}
+            await client.update(inside)
+            await eventually(lambda: informer.get(f"{ns}/in") is None, what="relabelled object leaves scope")
+            task.cancel()
