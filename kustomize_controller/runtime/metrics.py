@@ -234,6 +234,11 @@ class WorkqueueMetrics:
     def retry(self) -> None:
         self._retries.inc()
 
+    def discard(self, key: Hashable) -> None:
+        """A queued key dropped by a shutdown: it leaves the depth without a queue-duration sample."""
+        self._depth.dec()
+        self._added_at.pop(key, None)
+
     def unfinished_work(self) -> float:
         now = self._clock.monotonic()
         return sum(now - t for t in self._started_at.values())

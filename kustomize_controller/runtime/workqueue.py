@@ -55,6 +55,8 @@ class QueueMetrics(Protocol[K_contra]):
 
     def retry(self) -> None: ...
 
+    def discard(self, key: K_contra) -> None: ...
+
 
 class NoopQueueMetrics(QueueMetrics[Hashable]):
     def add(self, key: Hashable) -> None:
@@ -67,6 +69,9 @@ class NoopQueueMetrics(QueueMetrics[Hashable]):
         pass
 
     def retry(self) -> None:
+        pass
+
+    def discard(self, key: Hashable) -> None:
         pass
 
 
@@ -154,6 +159,8 @@ class WorkQueue(Generic[K]):
     def shut_down(self, *, discard_queued: bool = False) -> None:
         self._shutting_down = True
         if discard_queued:
+            for key in self._queue:
+                self._metrics.discard(key)
             self._queue.clear()
             self._dirty.clear()
         self._delays_changed.set()

@@ -58,3 +58,17 @@ def test_client_counter_is_exported_in_the_runtime_registry() -> None:
         registry.get_sample_value("rest_client_requests_total", {"code": "<error>", "method": "GET", "host": "h:1"})
         == 1
     )
+
+
+async def test_discarded_keys_leave_the_depth() -> None:
+    from kustomize_controller.runtime.workqueue import WorkQueue
+
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(clock=clock, registry=registry)
+    q: WorkQueue[str] = WorkQueue(clock=clock, metrics=metrics.queue("k"))
+    for key in "abc":
+        q.add(key)
+    await q.get()
+    q.shut_down(discard_queued=True)
+    assert registry.get_sample_value("workqueue_depth", {"name": "k", "controller": "k", "priority": ""}) == 0
