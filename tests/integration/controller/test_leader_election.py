@@ -1,0 +1,107 @@
+"""Leader election with two controller instances (upstream ``--enable-leader-election``): only the
+holder of the ``kustomize-controller-leader-election`` Lease reconciles; when it stops (releasing the
+lease) the other takes over. Each instance runs as its own user so the API's request log tells who
+wrote what."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kustomize_controller.runtime.manager import Manager
+from kustomize_controller.settings import Settings, replace
+from tests.integration.controller.conftest import ControllerEnv
+from tests.integration.controller.manifests import configmap
+
+pytestmark = pytest.mark.integration
+
+
+class Instance:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.manager: Manager | None = None
+        self.task: asyncio.Task[int] | None = None
+
+    def start(self) -> None:
+        from kustomize_controller.app import run_controller
+
+        def keep(manager: Manager) -> None:
+            self.manager = manager
+
+        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False, on_manager=keep))
+
+    async def wait_leader(self, within: float = 30.0) -> None:
+        for _ in range(int(within * 10)):
+            if self.manager is not None and self.manager.is_leader:
+                return
+            assert self.task is None or not self.task.done(), "controller exited"
+            await asyncio.sleep(0.1)
+        raise AssertionError("never became leader")
+
+    async def stop(self) -> int | None:
+        if self.task is None:
+            return None
+        if self.manager is not None:
+            self.manager.stop()
+        try:
+            return await asyncio.wait_for(self.task, 30)
+        except TimeoutError:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            return None
+
+
+def instance(env: ControllerEnv, tmp_path: Path, user: str) -> Instance:
+    server = env.server
+    token = server.add_user(user, groups=("system:masters",))
+    path = tmp_path / f"{user}.kubeconfig"
+    path.write_text(json.dumps(server.kubeconfig(token=token, user=user)))
+    return Instance(replace(env.settings, kubeconfig=str(path), enable_leader_election=True,
+                           leader_election_lease_duration=timedelta(seconds=3),
+                           leader_election_renew_deadline=timedelta(seconds=2),
+                           leader_election_retry_period=timedelta(milliseconds=200)))
+
+
+def status_writers(env: ControllerEnv) -> set[str]:
+    return {r.user for r in env.server.requests.writes(resource="kustomizations") if r.subresource == "status"}
+
+
+def applied_by(env: ControllerEnv) -> set[str]:
+    return {r.user for r in env.server.requests.writes(resource="configmaps")}
+
+
+async def test_only_the_leader_reconciles_and_the_other_takes_over(env: ControllerEnv, tmp_path: Path) -> None:
+    ns = env.namespace
+    first, second = instance(env, tmp_path, "controller-a"), instance(env, tmp_path, "controller-b")
+    try:
+        first.start()
+        await first.wait_leader()
+        second.start()
+        artifact = await env.publish({"cm.yaml": configmap("a", {"v": "1"})})
+        await env.create(env.kustomization(targetNamespace=ns))
+        await env.wait_ready(revision=artifact["revision"])
+        assert second.manager is not None and not second.manager.is_leader
+        assert status_writers(env) == {"controller-a"}
+        assert applied_by(env) == {"controller-a"}
+        lease: dict[str, Any] = await env.client.get(
+            "coordination.k8s.io/v1", "Lease", "kustomize-controller-leader-election", ns)
+        assert lease["spec"]["holderIdentity"]
+
+        assert await first.stop() == 0  # graceful: the lease is released
+        await second.wait_leader()
+        env.server.requests.clear()
+        update = await env.publish({"cm.yaml": configmap("a", {"v": "2"})})
+        await env.wait_ready(revision=update["revision"])
+        assert (await env.get("v1", "ConfigMap", "a"))["data"] == {"v": "2"}
+        assert status_writers(env) == {"controller-b"}
+        assert applied_by(env) == {"controller-b"}
+    finally:
+        await first.stop()
+        await second.stop()
