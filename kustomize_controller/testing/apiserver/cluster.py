@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import crdschema, errors, objects, validation, workloads
+from . import builtin_schema, crdschema, errors, objects, validation, workloads
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
 from .patch import managed
@@ -213,9 +213,9 @@ class Cluster:
             raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
         if config["metadata"].get("managedFields") is not None:
             raise errors.bad_request("metadata.managedFields must be nil")
-        if rt.custom and rt.schema and ctx.field_validation != "Ignore":
+        if ctx.field_validation != "Ignore":
             unknown: list[str] = []
-            crdschema.prune_and_default(rt.schema, config, unknown)
+            _known_fields(rt, config, unknown)
             if unknown:
                 # structured-merge-diff's error reaches the client as a plain (non-Status) error: 500,
                 # no reason, as kube-apiserver answers it
@@ -449,19 +449,30 @@ class WriteContext:
     warnings: list[str] = field(default_factory=list)
 
 
+def _known_fields(rt: ResourceType, obj: dict[str, Any], unknown: list[str]) -> dict[str, Any]:
+    """``obj`` without the fields its type does not declare (built-in model or CRD schema + ObjectMeta)."""
+    if not rt.custom:
+        return builtin_schema.prune(rt, obj, unknown)
+    if isinstance(obj.get("metadata"), dict):
+        obj = {**obj, "metadata": builtin_schema.prune_metadata(obj["metadata"], unknown)}
+    if rt.schema:
+        return crdschema.prune_and_default(rt.schema, obj, unknown)
+    return obj
+
+
 def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                 ctx: WriteContext) -> dict[str, Any]:
-    """Prune, default and schema-validate a custom resource (no-op for built-ins and schemaless CRDs)."""
-    if not rt.custom or not rt.schema:
-        return obj
+    """Drop undeclared fields (per ``fieldValidation``), default and schema-validate custom resources."""
     unknown: list[str] = []
-    result = crdschema.prune_and_default(rt.schema, obj, unknown)
+    result = _known_fields(rt, obj, unknown)
     if unknown and ctx.field_validation == "Strict":
         fields = ", ".join(f'unknown field "{p}"' for p in unknown)
         raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
                                  f"strict decoding error: {fields}")
     if ctx.field_validation == "Warn":
         ctx.warnings.extend(f'unknown field "{p}"' for p in unknown)
+    if not rt.custom or not rt.schema:
+        return result
     problems = crdschema.validate(rt.schema, result, old)
     if problems:
         raise errors.invalid(rt.kind, rt.group, obj["metadata"].get("name") or "", problems)

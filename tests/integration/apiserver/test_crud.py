@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import MERGE, call, cm_path, configmap, deployment
+from .helpers import APPLY, MERGE, call, cm_path, configmap, deployment
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +188,23 @@ async def test_delete_collection_with_label_selector(cluster):
         assert status == 200
         _, listed = await call(http, "GET", cm_path(ns), params={"labelSelector": "group"})
         assert [i["metadata"]["name"] for i in listed["items"]] == ["d3"]
+
+
+async def test_undeclared_fields_of_built_ins_are_dropped_or_refused(cluster):
+    ns = cluster.namespace
+    body = deployment("typo")
+    body["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    async with cluster.session() as http:
+        async with http.post(path, json=body) as resp:
+            assert resp.status == 201
+            created = await resp.json()
+            assert "unknown field" in resp.headers.get("Warning", "")
+        assert "imagePullPolcy" not in created["spec"]["template"]["spec"]["containers"][0]
+        body["metadata"]["name"] = "typo2"
+        status, err = await call(http, "POST", path, body=body, params={"fieldValidation": "Strict"})
+        assert (status, err["reason"]) == (400, "BadRequest")
+        assert ('unknown field "spec.template.spec.containers[0].imagePullPolcy"' in err["message"])
+        status, err = await call(http, "PATCH", f"{path}/typo3", body={**body, "metadata": {"name": "typo3"}},
+                                 content_type=APPLY, params={"fieldManager": "m"})
+        assert status == 500 and "field not declared in schema" in err["message"]
