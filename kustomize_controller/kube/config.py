@@ -4,8 +4,9 @@ Order (controller-runtime's ``config.GetConfig``): the ``--kubeconfig`` flag, th
 (a path list, merged), then the in-cluster service account, then ``~/.kube/config``.
 
 kubernetes-asyncio is used only to parse kubeconfig files and run auth plugins (token, token file,
-client certificates, exec plugins, OIDC/GCP providers) and for the in-cluster loader, which re-reads
-the projected token file (bound tokens rotate). Everything else (HTTP, watches) is ours.
+client certificates, exec plugins, OIDC/GCP providers) and to read the in-cluster service address and
+CA. The in-cluster token is read by ``TokenFileAuth``, which re-reads the projected token file every
+minute and after a 401 (bound tokens rotate). Everything else (HTTP, watches) is ours.
 
 Contract:
 - ``await load_config(...)`` returns a ``ClientConfig``; ``ConfigError`` says what was tried.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kustomize_controller.kube.errors import KubeError
+from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock
 
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -64,8 +66,7 @@ class StaticToken:
 class _KubernetesAsyncioAuth:
     """Reads the Authorization value from a kubernetes-asyncio ``Configuration``.
 
-    In-cluster configurations carry a ``refresh_api_key_hook`` that re-reads the token file; it runs on
-    every ``authorization()`` call (it is cheap: it only re-reads after its own refresh period).
+    ``refresh()`` re-runs the kubeconfig's credential plugin (exec, OIDC, GCP) through the loader.
     """
 
     def __init__(self, configuration: Any, loader: Any | None) -> None:
@@ -83,10 +84,6 @@ class _KubernetesAsyncioAuth:
         before = self._cfg.api_key.get("BearerToken")
         if self._loader is not None:
             await self._loader.load_and_set(self._cfg)
-        elif self._cfg.refresh_api_key_hook is not None:
-            result = self._cfg.refresh_api_key_hook(self._cfg)
-            if hasattr(result, "__await__"):
-                await result
         return bool(self._cfg.api_key.get("BearerToken") != before)
 
 
@@ -154,23 +151,71 @@ async def load_kubeconfig(path: str, *, context: str | None = None) -> ClientCon
     return _from_k8s_configuration(cfg, loader, namespace=namespace, source=f"kubeconfig {path}")
 
 
-def load_incluster(*, environ: Mapping[str, str] | None = None) -> ClientConfig:
+class TokenFileAuth:
+    """A bearer token read from a file that is rotated underneath us (projected service-account
+    tokens): re-read every ``period`` seconds, as client-go's cached token source does, and at once
+    when ``refresh()`` is called after a 401."""
+
+    def __init__(self, path: str, *, period: float = 60.0, clock: MonotonicClock | None = None) -> None:
+        self.path = path
+        self.period = period
+        self._clock: MonotonicClock = clock or SystemClock()
+        self._token = ""
+        self._read_at: float | None = None
+
+    def _read(self) -> bool:
+        try:
+            token = Path(self.path).read_text().strip()
+        except OSError as err:
+            if not self._token:
+                raise ConfigError(f"service account token {self.path}: {err}") from err
+            return False  # keep the last good token; the next period tries again
+        self._read_at = self._clock.monotonic()
+        changed = token != self._token
+        if token:
+            self._token = token
+        return changed
+
+    async def authorization(self) -> str | None:
+        if self._read_at is None or self._clock.monotonic() - self._read_at >= self.period:
+            self._read()
+        return f"Bearer {self._token}" if self._token else None
+
+    async def refresh(self) -> bool:
+        return self._read()
+
+
+def load_incluster(
+    *,
+    environ: Mapping[str, str] | None = None,
+    token_file: str | None = None,
+    ca_file: str | None = None,
+    namespace_file: str = IN_CLUSTER_NAMESPACE_FILE,
+) -> ClientConfig:
+    """The in-cluster configuration: API address from ``KUBERNETES_SERVICE_HOST``/``_PORT`` (read by
+    kubernetes-asyncio's loader), CA and token from the service-account mount; the token is re-read as
+    it rotates (``TokenFileAuth``)."""
     from kubernetes_asyncio.client import Configuration
     from kubernetes_asyncio.config import incluster_config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
     env = dict(environ if environ is not None else os.environ)
+    token_path = token_file or incluster_config.SERVICE_TOKEN_FILENAME
     cfg = Configuration()
     try:
         incluster_config.InClusterConfigLoader(
-            token_filename=incluster_config.SERVICE_TOKEN_FILENAME,
-            cert_filename=incluster_config.SERVICE_CERT_FILENAME,
-            try_refresh_token=True,
+            token_filename=token_path,
+            cert_filename=ca_file or incluster_config.SERVICE_CERT_FILENAME,
+            try_refresh_token=False,
             environ=env,
         ).load_and_set(cfg)
     except (ConfigException, OSError) as err:
         raise ConfigError(f"in-cluster configuration unavailable: {err}") from err
-    return _from_k8s_configuration(cfg, None, namespace=in_cluster_namespace() or "default", source="in-cluster")
+    config = _from_k8s_configuration(
+        cfg, None, namespace=in_cluster_namespace(namespace_file) or "default", source="in-cluster"
+    )
+    config.auth = TokenFileAuth(token_path)
+    return config
 
 
 def in_cluster_namespace(path: str = IN_CLUSTER_NAMESPACE_FILE) -> str | None:

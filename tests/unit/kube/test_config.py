@@ -68,3 +68,31 @@ async def test_broken_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
     with pytest.raises(ConfigError, match=f"invalid kubeconfig {path}"):
         await load_kubeconfig(str(path))
+
+
+async def test_in_cluster_reads_the_mount_and_follows_token_rotation(tmp_path: Path) -> None:
+    from kustomize_controller.kube.config import TokenFileAuth, load_incluster
+    from kustomize_controller.runtime.clock import FakeClock
+
+    token, ca, ns = tmp_path / "token", tmp_path / "ca.crt", tmp_path / "namespace"
+    token.write_text("first\n")
+    ca.write_text("-----BEGIN CERTIFICATE-----\nnot parsed here\n-----END CERTIFICATE-----\n")
+    ns.write_text("flux-system\n")
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    cfg = load_incluster(environ=env, token_file=str(token), ca_file=str(ca), namespace_file=str(ns))
+    assert (cfg.server, cfg.namespace, cfg.ca_file) == ("https://10.0.0.1:443", "flux-system", str(ca))
+    assert await cfg.auth.authorization() == "Bearer first"
+
+    clock = FakeClock()
+    auth = TokenFileAuth(str(token), clock=clock)
+    assert await auth.authorization() == "Bearer first"
+    token.write_text("second\n")
+    assert await auth.authorization() == "Bearer first"  # cached within the period
+    await clock.advance(60)
+    assert await auth.authorization() == "Bearer second"
+    token.write_text("third")
+    assert await auth.refresh() is True  # a 401 forces a re-read
+    assert await auth.authorization() == "Bearer third"
+    token.unlink()
+    assert await auth.refresh() is False  # a missing file keeps the last good token
+    assert await auth.authorization() == "Bearer third"
