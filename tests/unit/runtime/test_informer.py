@@ -198,3 +198,23 @@ async def test_resync_redelivers_cached_objects() -> None:
     await clock.advance(60)
     assert rec.events == [("add-initial", "a"), ("update", "a")]
     task.cancel()
+
+
+async def test_cache_sync_timeout_names_the_unsynced_informer() -> None:
+    import pytest
+
+    from kustomize_controller.runtime.informer import wait_for_cache_sync
+
+    api, clock = ScriptedApi(), FakeClock()
+    api.down.add("configmaps")
+    inf = make(api, clock)
+    task = asyncio.create_task(inf.run())
+    waiter = asyncio.create_task(wait_for_cache_sync([inf], clock=clock, sync_timeout=120))
+    await settle()
+    await clock.advance(119)
+    assert not waiter.done()
+    await clock.advance(2)
+    with pytest.raises(TimeoutError, match=r"120s waiting for caches to sync: ConfigMap\.v1/ns"):
+        await waiter
+    assert inf.stats.errors >= 1 and not inf.has_synced()
+    task.cancel()
