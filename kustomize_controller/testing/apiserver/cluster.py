@@ -338,7 +338,7 @@ class Cluster:
         if dry_run:
             final = live
         else:
-            final = self._remove(rt, live)
+            final = self._remove(rt, live, policy)
         if returns_object:
             return objects.with_version(final, rt), True
         details: dict[str, Any] = {"name": name}
@@ -347,8 +347,9 @@ class Cluster:
         details.update({"kind": rt.plural, "uid": meta["uid"]})
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}, False
 
-    def _remove(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    def _remove(self, rt: ResourceType, obj: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
         final = self.storage.remove(rt.storage_key, obj)
+        self._collect_garbage(obj["metadata"]["uid"], policy or "Background")
         if rt.storage_key == CRD_STORAGE_KEY:
             self._drop_crd(obj)
         namespace = obj["metadata"].get("namespace")
@@ -357,6 +358,40 @@ class Cluster:
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._finish_namespace(namespace)
         return objects.with_version(final, rt)
+
+    def _collect_garbage(self, owner_uid: str, policy: str) -> None:
+        """The garbage collector, modelled as instant: dependents of a removed owner are deleted
+        (Background/Foreground) unless another owner of theirs still exists, in which case — and with
+        Orphan — only the reference to the removed owner is dropped. Refused deletes are skipped."""
+        for key, namespace, name in self.storage.dependents(owner_uid):
+            dependent = self.storage.get(key, namespace, name)
+            rt = self._type_for_storage(key)
+            if dependent is None or rt is None:
+                continue
+            refs = dependent["metadata"].get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != owner_uid]
+            if policy != "Orphan" and not any(self._owner_exists(r, namespace) for r in others):
+                if not dependent["metadata"].get("deletionTimestamp"):
+                    try:
+                        self.delete(rt, namespace, name, {"propagationPolicy": policy}, dry_run=False)
+                    except ApiStatusError:
+                        continue
+                continue
+            updated = copy.deepcopy(dependent)
+            if others:
+                updated["metadata"]["ownerReferences"] = others
+            else:
+                updated["metadata"].pop("ownerReferences", None)
+            managed.record_update(rt, dependent, updated, manager="kube-controller-manager", subresource="",
+                                  now=self.now())
+            self.storage.put(key, updated)
+
+    def _owner_exists(self, ref: dict[str, Any], namespace: str) -> bool:
+        rt = self.registry.lookup_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
+        if rt is None:
+            return False
+        owner = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", str(ref.get("name", "")))
+        return owner is not None and owner["metadata"].get("uid") == ref.get("uid")
 
     def _sweep_namespace(self, namespace: str) -> None:
         """The namespace controller's work: delete everything in it (objects refused by a delete hook,

@@ -91,6 +91,8 @@ class Storage:
         self._watcher_buffer = watcher_buffer
         # namespace -> storage keys holding objects in it (namespace deletion walks only those)
         self._ns_index: dict[str, dict[StorageKey, int]] = {}
+        # owner uid -> dependents (storage key, namespace, name), for the garbage collector
+        self._dependents: dict[str, set[tuple[StorageKey, str, str]]] = {}
 
     # resourceVersion and history --------------------------------------------------------------------
 
@@ -176,6 +178,23 @@ class Storage:
     def namespaces_in_use(self, namespace: str) -> list[StorageKey]:
         return [k for k, n in self._ns_index.get(namespace, {}).items() if n > 0]
 
+    def dependents(self, owner_uid: str) -> list[tuple[StorageKey, str, str]]:
+        return sorted(self._dependents.get(owner_uid, ()))
+
+    def _index_owners(self, key: StorageKey, k: Key, old: dict[str, Any] | None, new: dict[str, Any] | None
+                      ) -> None:
+        before = _owner_uids(old)
+        after = _owner_uids(new)
+        entry = (key, k[0], k[1])
+        for uid in before - after:
+            dependents = self._dependents.get(uid)
+            if dependents is not None:
+                dependents.discard(entry)
+                if not dependents:
+                    del self._dependents[uid]
+        for uid in after - before:
+            self._dependents.setdefault(uid, set()).add(entry)
+
     # writes -------------------------------------------------------------------------------------
 
     def put(self, key: StorageKey, obj: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +210,7 @@ class Storage:
             if k[0]:
                 counts = self._ns_index.setdefault(k[0], {})
                 counts[key] = counts.get(key, 0) + 1
+        self._index_owners(key, k, old, obj)
         self._record(key, "ADDED" if old is None else "MODIFIED", obj, old)
         return obj
 
@@ -204,6 +224,7 @@ class Storage:
         del table.keys[index]
         if k[0]:
             self._ns_index[k[0]][key] -= 1
+        self._index_owners(key, k, old, None)
         final = dict(obj)
         final["metadata"] = dict(meta)
         final["metadata"]["resourceVersion"] = str(self.next_resource_version())
@@ -258,6 +279,13 @@ class Storage:
 
     def watcher_count(self) -> int:
         return sum(len(t.watchers) for t in self._tables.values())
+
+
+def _owner_uids(obj: dict[str, Any] | None) -> set[str]:
+    if obj is None:
+        return set()
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
 
 
 def _in_namespace(event: Event, namespace: str | None) -> bool:
