@@ -314,16 +314,17 @@ async def wait_for_cache_sync(informers: Iterable[Informer], *, clock: Clock, sy
     pending = [i for i in informers if not i.has_synced()]
     if not pending:
         return
-    waiter = asyncio.ensure_future(asyncio.gather(*(i.wait_for_sync() for i in pending)))
+    waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(i.wait_for_sync()) for i in pending}
     timer = asyncio.ensure_future(clock.sleep(sync_timeout))
     try:
-        futures: list[asyncio.Future[Any]] = [waiter, timer]
-        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+        while waiters and not timer.done():
+            done, _ = await asyncio.wait(waiters | {timer}, return_when=asyncio.FIRST_COMPLETED)
+            waiters -= done
     finally:
         timer.cancel()
-        if not waiter.done():
-            waiter.cancel()
-    if not waiter.done() or waiter.cancelled():
+        for w in waiters:
+            w.cancel()
+    if waiters:
         names = ", ".join(i.name for i in pending if not i.has_synced())
         raise TimeoutError(f"timed out after {sync_timeout:.0f}s waiting for caches to sync: {names}")
 

@@ -277,18 +277,23 @@ class Manager:
         _cancel_all(background)
 
     async def _flush_runnables(self) -> None:
-        flushes = [r.flush() for r in self._runnables if r.flush is not None]
+        flushes: set[asyncio.Future[Any]] = {
+            asyncio.ensure_future(_as_coro(r.flush)) for r in self._runnables if r.flush is not None
+        }
         if not flushes:
             return
-        done = asyncio.ensure_future(asyncio.gather(*flushes, return_exceptions=True))
         timer = asyncio.ensure_future(self.clock.sleep(FLUSH_TIMEOUT))
         try:
-            waiters: list[asyncio.Future[Any]] = [done, timer]
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            while flushes and not timer.done():
+                done, _ = await asyncio.wait(flushes | {timer}, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done - {timer}:
+                    if not fut.cancelled() and fut.exception() is not None:
+                        self._log.error("flush failed", error=str(fut.exception()))
+                flushes -= done
         finally:
             timer.cancel()
-            if not done.done():
-                done.cancel()
+            for fut in flushes:
+                fut.cancel()
 
     async def _until_stop(self, coro: Awaitable[None]) -> bool:
         """Run ``coro`` unless a stop comes first; True when it completed."""
