@@ -138,3 +138,24 @@ async def test_every_request_is_bounded_by_a_timeout(cluster) -> None:
                 "v1", "ConfigMap", cluster.namespace, resource_version="0", timeout_seconds=60, inactivity_timeout=0.5
             ):
                 pass
+
+
+async def test_connection_refused_is_a_transport_error_and_counted() -> None:
+    import socket
+
+    from prometheus_client import CollectorRegistry
+
+    from kustomize_controller.kube.client import KubeClient
+    from kustomize_controller.kube.errors import TransportError, is_transient
+    from kustomize_controller.kube.metrics import RestClientMetrics
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    registry = CollectorRegistry()
+    async with KubeClient.for_server(f"http://127.0.0.1:{port}", metrics=RestClientMetrics(registry=registry)) as c:
+        with pytest.raises(TransportError) as err:
+            await c.request_json("GET", "/version")
+    assert is_transient(err.value)
+    labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{port}"}
+    assert registry.get_sample_value("rest_client_requests_total", labels) == 1
