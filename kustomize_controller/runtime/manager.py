@@ -129,10 +129,13 @@ class Manager:
         field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> Informer:
-        """The shared informer for these parameters (created once, started by ``run``)."""
+        """The shared informer for these parameters (created once, started by ``run``; every informer
+        must be requested before ``run()``)."""
         key = (api_version, kind, namespace, label_selector, field_selector, metadata_only)
         informer = self._informers.get(key)
         if informer is None:
+            if self._stop_requested is not None:
+                raise RuntimeError(f"informer for {kind}.{api_version} requested after the manager started")
             informer = Informer(
                 client=self.client,
                 api_version=api_version,
