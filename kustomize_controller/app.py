@@ -41,6 +41,7 @@ from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.interrupt import EnqueueHooks, TriggerSource
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
 from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey
@@ -204,6 +205,7 @@ async def run_controller(
             direct=gates.enabled("DirectSourceFetch"),
         )
         sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
+        hooks = EnqueueHooks() if gates.enabled("CancelHealthCheckOnNewRevision") else None
         reconciler = KustomizationReconciler(
             client=client,
             reader=readers,
@@ -213,6 +215,7 @@ async def run_controller(
             metrics=GotkMetrics(manager.metrics.registry),
             clock=clock,
             rng=random.Random(),
+            hooks=hooks,
             options=ReconcilerOptions(
                 requeue_dependency=settings.requeue_dependency,
                 interval_jitter_percentage=settings.interval_jitter_percentage,
@@ -251,7 +254,7 @@ async def run_controller(
                 max_delay=settings.max_retry_delay.total_seconds(),
             ),
         )
-        _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace)
+        _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace, hooks)
         manager.add_controller(controller)
         if on_manager is not None:
             on_manager(manager)
@@ -269,18 +272,31 @@ def _wire_watches(
     sources: dict[str, Informer],
     settings: Settings,
     watch_namespace: str | None,
+    hooks: EnqueueHooks | None,
 ) -> None:
+    def announce(kind: str, obj: Any, requests: list[Request]) -> list[Request]:
+        # CancelHealthCheckOnNewRevision: tell a reconcile of these objects that waits on health
+        # checks what enqueued them again (upstream's wrapped event handlers).
+        if hooks is not None:
+            meta = obj.get("metadata") or {}
+            source = TriggerSource(kind=kind, namespace=meta.get("namespace", ""), name=meta.get("name", ""))
+            for request in requests:
+                hooks.dispatch(request, source)
+        return requests
+
     controller.watch(
-        kustomizations, predicate=lambda old, new: old is None or kustomization_update_passes(old, new)
+        kustomizations,
+        map_func=lambda obj: announce(KIND, obj, [Request.for_object(obj)]),
+        predicate=lambda old, new: old is None or kustomization_update_passes(old, new),
     )
     for kind, informer in sources.items():
         index = source_index(kind)
         kustomizations.add_indexer(index, _source_indexer(kind))
 
-        def map_source(src: Any, index: str = index) -> list[Request]:
+        def map_source(src: Any, index: str = index, kind: str = kind) -> list[Request]:
             meta = src.get("metadata") or {}
             indexed = kustomizations.store.by_index(index, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            return _requests(requests_for_source(src, indexed))
+            return announce(kind, src, _requests(requests_for_source(src, indexed)))
 
         controller.watch(
             informer,
@@ -302,10 +318,10 @@ def _wire_watches(
             metadata_only=True,
         )
 
-        def map_config(obj: Any, index: str = index) -> list[Request]:
+        def map_config(obj: Any, index: str = index, kind: str = kind) -> list[Request]:
             meta = obj.get("metadata") or {}
             indexed = kustomizations.store.by_index(index, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            return _requests(requests_for_config(indexed))
+            return announce(kind, obj, _requests(requests_for_config(indexed)))
 
         controller.watch(
             informer,

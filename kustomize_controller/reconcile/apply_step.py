@@ -2,8 +2,10 @@
 
 Every failure sets Ready=False with its reason (and a history entry once the build digest is known)
 and raises ``PipelineFailure`` carrying the message; the reconciler turns it into an event and a
-``retryInterval`` requeue. Nothing is written to the cluster before the build succeeded, and the
-inventory only moves after a successful apply (survivors of a failed prune are merged back).
+``retryInterval`` requeue. A health wait interrupted by a new enqueue of the object (``ctx.interrupt``)
+raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. Nothing is written
+to the cluster before the build succeeded, and the inventory only moves after a successful apply
+(survivors of a failed prune are merged back).
 """
 
 from __future__ import annotations
@@ -280,16 +282,20 @@ class ApplyStep:
         await ctx.patch()
         started = self._clock.monotonic()
         poller = StatusPoller(client=client, clock=self._clock, readers=readers)
+        waiting = wait_for_set(
+            targets,
+            poller=poller,
+            clock=self._clock,
+            timeout_seconds=timeout.total_seconds(),
+            interval=self._options.health_interval,
+            fail_fast=self._options.fail_fast,
+            jobs_with_ttl=jobs_with_ttl(objects),
+        )
         try:
-            await wait_for_set(
-                targets,
-                poller=poller,
-                clock=self._clock,
-                timeout_seconds=timeout.total_seconds(),
-                interval=self._options.health_interval,
-                fail_fast=self._options.fail_fast,
-                jobs_with_ttl=jobs_with_ttl(objects),
-            )
+            if ctx.interrupt is None:
+                await waiting
+            else:
+                await ctx.interrupt.race(waiting)  # HealthCheckCanceledError goes to the reconciler
         except HealthCheckError as err:
             took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
             ctx.mark_false(HEALTHY, Reason.HEALTH_CHECK_FAILED, str(err))

@@ -14,6 +14,7 @@ from typing import Any
 from kustomize_controller.api.kustomization import Kustomization
 from kustomize_controller.api.meta import ConditionType, Reason
 from kustomize_controller.reconcile import conditions
+from kustomize_controller.reconcile.interrupt import Interrupt
 from kustomize_controller.reconcile.notify import SEVERITY_ERROR, SEVERITY_INFO, Notifier
 from kustomize_controller.reconcile.status import StatusPatcher
 from kustomize_controller.runtime.clock import Clock
@@ -35,6 +36,8 @@ class ReconcileContext:
     revision: str = ""
     origin_revision: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    interrupt: Interrupt | None = None
+    """Fires when the object is enqueued again (gate ``CancelHealthCheckOnNewRevision``)."""
 
     @property
     def generation(self) -> int:

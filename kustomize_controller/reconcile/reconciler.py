@@ -8,8 +8,10 @@
 Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
 one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
 Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
-retryInterval (no backoff); missing artifact / dependencies → ``--requeue-dependency``; transient
-API errors → raised (exponential backoff); terminal configuration errors → ``TerminalError``.
+retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``) → Ready=False
+``HealthCheckCanceled`` and an immediate requeue; missing artifact / dependencies →
+``--requeue-dependency``; transient API errors → raised (exponential backoff); terminal configuration
+errors → ``TerminalError``.
 
 A build, fetch or validation failure never writes to the cluster and never touches the inventory:
 the apply engine runs only on a successful build, prune only after a successful apply.
@@ -17,6 +19,7 @@ the apply engine runs only on a successful build, prune only after a successful 
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -41,6 +44,7 @@ from kustomize_controller.reconcile.dependencies import (
     check_dependencies,
 )
 from kustomize_controller.reconcile.finalizer import finalize
+from kustomize_controller.reconcile.interrupt import EnqueueHooks, HealthCheckCanceledError
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import COMMIT_STATUS_KEY, COMMIT_STATUS_UPDATE, Notifier
 from kustomize_controller.reconcile.requeue import jittered
@@ -93,7 +97,10 @@ class KustomizationReconciler:
         clock: Clock,
         options: ReconcilerOptions,
         rng: random.Random | None = None,
+        hooks: EnqueueHooks | None = None,
     ) -> None:
+        """``hooks``: set when ``CancelHealthCheckOnNewRevision`` is on; the application dispatches
+        enqueue events to it and health waits are cancelled by them."""
         self._client = client
         self._reader = reader
         self._sources = sources
@@ -102,6 +109,7 @@ class KustomizationReconciler:
         self._clock = clock
         self._options = options
         self._rng = rng or random.Random()
+        self._hooks = hooks
         self._apply = ApplyStep(client=client, pipeline=pipeline, clock=clock, options=options.apply)
 
     async def reconcile(self, request: Request) -> Result:
@@ -123,10 +131,13 @@ class KustomizationReconciler:
             notifier=self._notifier,
             started=self._clock.monotonic(),
         )
-        try:
-            return await self._reconcile(ctx)
-        finally:
-            await self._finish(ctx)
+        with contextlib.ExitStack() as stack:
+            if self._hooks is not None:
+                ctx.interrupt = stack.enter_context(self._hooks.listen(request))
+            try:
+                return await self._reconcile(ctx)
+            finally:
+                await self._finish(ctx)
 
     async def _finish(self, ctx: ReconcileContext) -> None:
         ks = ctx.ks
@@ -247,6 +258,14 @@ class KustomizationReconciler:
 
         try:
             await self._apply.run(ctx, artifact=artifact, readers=readers)
+        except HealthCheckCanceledError as canceled:
+            trigger = str(canceled.source)
+            ctx.mark_false(READY, Reason.HEALTH_CHECK_CANCELED, f"New reconciliation triggered by {trigger}")
+            _log.info("New reconciliation triggered, canceling health checks", trigger=trigger)
+            await ctx.event(f"Health checks canceled due to new reconciliation triggered by {trigger}")
+            # Requeue at once: if the event that interrupted us was deduplicated against this very
+            # reconcile, the new revision must still be picked up (upstream's reasoning).
+            return Result(requeue=True)
         except PipelineFailure as failure:
             if failure.artifact_not_found:
                 message = (
