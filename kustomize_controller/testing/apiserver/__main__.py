@@ -27,6 +27,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="treat requests without a token as system:anonymous (403) instead of 401")
     parser.add_argument("--simulate-workloads", action="store_true",
                         help="report Deployments, StatefulSets, Jobs, Pods… ready right after each write")
+    parser.add_argument("--populate-namespaces", action="store_true",
+                        help="give new namespaces the default ServiceAccount and kube-root-ca.crt, as clusters do")
     parser.add_argument("--plain-http", action="store_true",
                         help="serve plain HTTP (kubectl and client-go then send no bearer token)")
     return parser.parse_args(argv)
@@ -35,7 +37,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 async def _serve(args: argparse.Namespace) -> None:
     server = ApiServer(host=args.host, port=args.port, token=args.token, history_size=args.history_size,
                        rbac=args.rbac, anonymous_auth=args.anonymous_auth, kubeconfig_path=args.kubeconfig_out,
-                       tls=not args.plain_http, simulate_workloads=args.simulate_workloads)
+                       tls=not args.plain_http, simulate_workloads=args.simulate_workloads,
+                       populate_namespaces=args.populate_namespaces)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -56,7 +56,8 @@ DeleteHook = Callable[[ResourceType, dict[str, Any]], None]
 
 class Cluster:
     def __init__(self, *, history_size: int = 10000, clock: WallClock | None = None,
-                 watcher_buffer: int = 10000, simulate_workloads: bool = False) -> None:
+                 watcher_buffer: int = 10000, simulate_workloads: bool = False,
+                 populate_namespaces: bool = False) -> None:
         self.storage = Storage(history_size=history_size, watcher_buffer=watcher_buffer)
         self.registry = Registry()
         self.clock: WallClock = clock or SystemClock()
@@ -64,6 +65,10 @@ class Cluster:
         self.delete_hooks: list[DeleteHook] = []
         # report workloads ready right after each write (see workloads.py)
         self.simulate_workloads = simulate_workloads
+        # give new namespaces the default ServiceAccount and kube-root-ca.crt ConfigMap (see
+        # _populate_namespace); the PEM of that ConfigMap is set by the server
+        self.populate_namespaces = populate_namespaces
+        self.ca_bundle = ""
 
     def now(self) -> str:
         return objects.timestamp(self.clock.now())
@@ -148,7 +153,32 @@ class Cluster:
             self._establish_crd(stored)
             stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
         self._simulate(rt, stored)
+        if rt.storage_key == NAMESPACE_STORAGE_KEY and self.populate_namespaces:
+            self._populate_namespace(stored["metadata"]["name"])
         return objects.with_version(stored, rt)
+
+    def _populate_namespace(self, namespace: str) -> None:
+        """What controllers put in every new namespace: the ``default`` ServiceAccount and the
+        ``kube-root-ca.crt`` ConfigMap (so tests meet them here as they will on a real cluster)."""
+        now = self.now()
+        defaults: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("serviceaccounts", {"metadata": {"name": "default"}}),
+            ("configmaps", {"metadata": {"name": "kube-root-ca.crt", "annotations": {
+                "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
+                                             "kube-apiserver when using internal endpoints such as the "
+                                             "internal service IP or kubernetes.default.svc. No other usage "
+                                             "is guaranteed across distributions of Kubernetes clusters."}},
+                            "data": {"ca.crt": self.ca_bundle}}),
+        )
+        for plural, body in defaults:
+            rt = self.registry.lookup("", "v1", plural)
+            assert rt is not None
+            if self.storage.get(rt.storage_key, namespace, body["metadata"]["name"]) is not None:
+                continue
+            obj = objects.prepare_create(rt, {**body, "metadata": {**body["metadata"], "namespace": namespace}},
+                                         now=self.clock.now())
+            managed.record_update(rt, None, obj, manager="kube-controller-manager", subresource="", now=now)
+            self.storage.put(rt.storage_key, obj)
 
     # update / patch ----------------------------------------------------------------------------------
 

@@ -59,12 +59,13 @@ class ApiServer:
         clock: WallClock | None = None,
         tls: bool = True,
         simulate_workloads: bool = False,
+        populate_namespaces: bool = False,
     ) -> None:
         self._host = host
         self._port = port
         self.token = token or secrets.token_urlsafe(32)
         self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer,
-                               simulate_workloads=simulate_workloads)
+                               simulate_workloads=simulate_workloads, populate_namespaces=populate_namespaces)
         self.faults = FaultInjector()
         self.requests = RequestLog()
         self.authenticator = Authenticator(anonymous=anonymous_auth)
@@ -89,14 +90,15 @@ class ApiServer:
     async def start(self) -> None:
         if self._runner is not None:
             return
-        if not self._bootstrapped:
-            self.cluster.bootstrap()
-            self._bootstrapped = True
         self._tmpdir = tempfile.mkdtemp(prefix="kc-apiserver-")
         ssl_context = None
         if self._tls:
             self._cert = make_serving_cert(Path(self._tmpdir), host=self._host)
             ssl_context = self._cert.server_context()
+            self.cluster.ca_bundle = self._cert.cert_pem.decode()
+        if not self._bootstrapped:
+            self.cluster.bootstrap()
+            self._bootstrapped = True
         runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)

@@ -76,7 +76,9 @@ async def test_latency_is_added(cluster):
 async def test_close_all_watches_ends_streams(cluster):
     server = cluster.require_server()
     async with cluster.session() as http:
-        watch = asyncio.create_task(read_watch(http, cm_path(cluster.namespace), {"timeoutSeconds": "60"}))
+        _, listed = await call(http, "GET", cm_path(cluster.namespace))
+        watch = asyncio.create_task(read_watch(http, cm_path(cluster.namespace), {
+            "timeoutSeconds": "60", "resourceVersion": listed["metadata"]["resourceVersion"]}))
         for _ in range(50):
             if server.watcher_count():
                 break
@@ -208,3 +210,13 @@ async def test_simulated_workloads_become_ready():
                    content_type=MERGE)
         _, obj = await call(http, "GET", f"{base}/sim")
         assert obj["status"]["availableReplicas"] == 0  # a client's own status write is kept
+
+
+async def test_populated_namespaces_have_what_real_clusters_put_there():
+    async with ApiServer(populate_namespaces=True) as server, server.session() as http:
+        await call(http, "POST", "/api/v1/namespaces", body={"metadata": {"name": "fresh"}})
+        status, sa = await call(http, "GET", "/api/v1/namespaces/fresh/serviceaccounts/default")
+        assert status == 200 and sa["metadata"]["namespace"] == "fresh"
+        status, ca = await call(http, "GET", cm_path("fresh", "kube-root-ca.crt"))
+        assert status == 200
+        assert ca["data"]["ca.crt"] == server.ca_pem.decode()
