@@ -119,6 +119,32 @@ class ControllerEnv:
             await asyncio.sleep(0.1)
         raise AssertionError(f"no matching event; seen: {[(e.get('reason'), e.get('message')) for e in seen]}")
 
+    @contextlib.asynccontextmanager
+    async def versions(self, name: str = "app") -> AsyncIterator[list[dict[str, Any]]]:
+        """Collect every version of the Kustomization ``name`` written from now on (create it first)."""
+        obj = await self.get_ks(name)
+        seen: list[dict[str, Any]] = []
+        started = asyncio.Event()
+
+        async def follow() -> None:
+            stream = self.client.watch(KS_API, "Kustomization", self.namespace,
+                                       resource_version=obj["metadata"]["resourceVersion"],
+                                       field_selector=f"metadata.name={name}")
+            async with contextlib.aclosing(stream):
+                started.set()
+                async for event in stream:
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        seen.append(event["object"])
+
+        task = asyncio.create_task(follow())
+        await started.wait()
+        try:
+            yield seen
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def get(self, api_version: str, kind: str, name: str) -> dict[str, Any]:
         return await self.client.get(api_version, kind, name, self.namespace)
 

@@ -1,0 +1,83 @@
+"""Status as kstatus readers see it (upstream §2, §3, §5.13): the progress messages patched as a reconcile
+advances, the final conditions, the status owner, and status writes that survive conflicts and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
+from tests.integration.controller.manifests import configmap
+
+pytestmark = pytest.mark.integration
+
+
+def squash(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if not out or out[-1] != value:
+            out.append(value)
+    return out
+
+
+def cond(obj: dict[str, Any], type_: str) -> tuple[str, str, str] | None:
+    found = condition(obj, type_)
+    return (*found, condition_message(obj, type_)) if found else None
+
+
+async def test_progress_messages_in_order(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a")})
+    rev = artifact["revision"]
+    await env.create(env.kustomization(targetNamespace=ns, healthChecks=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
+    async with env.versions() as seen:
+        await env.start()
+        await env.wait_ready(revision=rev)
+    reconciling = squash([cond(o, "Reconciling") for o in seen if cond(o, "Reconciling")])
+    timeout = "9m30s"  # interval (10m) minus 30 s
+    assert [m for _, _, m in reconciling] == [
+        f"Fetching manifests for revision {rev} with a timeout of {timeout}",
+        f"Building manifests for revision {rev} with a timeout of {timeout}",
+        f"Detecting drift for revision {rev} with a timeout of {timeout}",
+        f"Running health checks for revision {rev} with a timeout of {timeout}",
+    ]
+    assert {(s, r) for s, r, _ in reconciling} == {("True", "Progressing")}
+    ready = squash([cond(o, "Ready") for o in seen if cond(o, "Ready")])
+    assert ready == [("Unknown", "Progressing", "Reconciliation in progress"),
+                     ("True", "ReconciliationSucceeded", f"Applied revision: {rev}")]
+    # the finalizer comes first, in its own write, before any status
+    assert "finalizers.fluxcd.io" in seen[0]["metadata"].get("finalizers", [])
+    assert not (seen[0].get("status") or {}).get("conditions")
+    final = seen[-1]
+    assert final["status"]["observedGeneration"] == final["metadata"]["generation"]
+    assert [c["type"] for c in final["status"]["conditions"]] == ["Ready", "Healthy"]
+    status_writes = env.server.requests.writes(resource="kustomizations")
+    assert {r.field_manager for r in status_writes if r.subresource == "status"} == {"gotk-kustomize-controller"}
+
+
+async def test_status_write_conflicts_and_errors_are_retried(env: ControllerEnv) -> None:
+    server = env.server
+    artifact = await env.publish({"cm.yaml": configmap("a")})
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    conflicts = server.faults.fail(method="PATCH", path=r"/kustomizations/app/status", status=409, count=3)
+    errors = server.faults.fail(method="PATCH", path=r"/kustomizations/app/status", status=500, count=6)
+    await env.start()
+    obj = await env.wait_ready(revision=artifact["revision"])
+    assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
+    # all injected failures were consumed: 3 conflicts, then more 500s than one write's 5 attempts (the
+    # reconcile fails and is retried with backoff), and the status still converges
+    assert (conflicts.hits, errors.hits) == (3, 6)
+
+
+async def test_message_is_capped(env: ControllerEnv) -> None:
+    # a 40,000-character error: the substitution error quotes the variable name
+    name = "v" + "x" * 40_000
+    await env.publish({"cm.yaml": configmap("a", {"k": "${" + name + "}"})})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace, postBuild={"substitute": {"other": "1"}}))
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "BuildFailed"))
+    message = condition_message(obj, "Ready")
+    assert len(message) == 32768
+    assert message.endswith("...")
