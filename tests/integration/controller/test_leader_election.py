@@ -105,3 +105,17 @@ async def test_only_the_leader_reconciles_and_the_other_takes_over(env: Controll
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_lost_lease_exits_with_status_1(env: ControllerEnv, tmp_path: Path) -> None:
+    leader = instance(env, tmp_path, "controller-a")
+    try:
+        leader.start()
+        await leader.wait_leader()
+        # the API server refuses every lease request: renewals fail until the renew deadline passes
+        env.server.faults.fail(path=r"/leases/", status=500, count=None)
+        assert leader.task is not None
+        assert await asyncio.wait_for(leader.task, 60) == 1
+    finally:
+        env.server.faults.clear()
+        await leader.stop()
