@@ -81,7 +81,9 @@ async def check_dependencies(
         try:
             dep_obj = await get(namespace, ref.name)
         except Exception as err:
-            raise DependencyNotReadyError(f"dependency '{dep_name}' not found: {err}") from err
+            # the API's own message, as upstream wraps the client error (ours prefixes Kind/ns/name)
+            detail = getattr(err, "message", "") or str(err)
+            raise DependencyNotReadyError(f"dependency '{dep_name}' not found: {detail}") from err
         dep = parse_kustomization(dep_obj)
 
         if ref.ready_expr:

@@ -25,7 +25,8 @@ async def test_chain_converges_in_dependency_order(env: ControllerEnv) -> None:
     await env.create(env.kustomization("third", path="./third", targetNamespace=ns,
                                        dependsOn=[{"name": "second"}]))
     obj = await env.wait_for("third", not_ready)
-    assert condition_message(obj, "Ready").startswith(f"dependency '{ns}/second' not found: ")
+    assert condition_message(obj, "Ready") == (
+        f"dependency '{ns}/second' not found: kustomizations.kustomize.toolkit.fluxcd.io \"second\" not found")
     assert condition(obj, "Reconciling") is None  # failed before the reconcile proper started
     assert not await env.exists("v1", "ConfigMap", "third")
     event = await env.wait_event(lambda e: e.get("reason") == "DependencyNotReady", name="third")

@@ -62,7 +62,8 @@ async def test_missing_required_reference_fails_the_build(env: ControllerEnv) ->
         "substituteFrom": [{"kind": "ConfigMap", "name": "absent"}]}))
     obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "BuildFailed"))
     message = condition_message(obj, "Ready")
-    assert "substitute from 'ConfigMap/absent' error" in message, message
+    assert message == ("post build failed for 'ConfigMap.v1.[noGrp]/rendered': "
+                       "substitute from 'ConfigMap/absent' error: configmaps \"absent\" not found"), message
     assert not await env.exists("v1", "ConfigMap", "rendered")
 
 
