@@ -82,3 +82,26 @@ async def test_deletion_with_missing_service_account_keeps_objects(env: Controll
     assert await env.exists("v1", "ConfigMap", "a")
     event = await env.wait_event(lambda e: e["type"] == "Warning")
     assert event["message"] == f"unable to prune objects: \nConfigMap/{ns}/a"
+
+
+async def test_health_checks_and_prune_run_as_the_tenant(env: ControllerEnv) -> None:
+    server = env.server
+    server.options.rbac = True
+    ns = env.namespace
+    tenant = f"system:serviceaccount:{ns}:tenant"
+    await create_sa(env, "tenant")
+    await grant_configmaps(env, "tenant")
+    first = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, serviceAccountName="tenant", healthChecks=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
+    obj = await env.wait_ready(revision=first["revision"])
+    assert condition(obj, "Healthy") == ("True", "Succeeded")
+    server.requests.clear()
+    second = await env.publish({"a.yaml": configmap("a")})
+    await env.wait_ready(revision=second["revision"])
+    assert not await env.exists("v1", "ConfigMap", "b")
+    deletes = server.requests.select(verb="delete", resource="configmaps", name="b")
+    assert [d.user for d in deletes] == [tenant]
+    health_reads = server.requests.select(verb="get", resource="configmaps", name="a")
+    assert health_reads and {r.user for r in health_reads} == {tenant}
