@@ -7,11 +7,14 @@ carrying both owner labels and none of the exclusions, background propagation).
 
 Never blocked forever: when the service account to impersonate is gone, the objects are listed in a
 Warning event and left alone; a ``WaitForTermination`` timeout is logged and reported, then the
-finalizer is released all the same. Only a failed DELETE keeps the finalizer (and is retried with
+finalizer is released all the same. Only a failed DELETE, or a client that cannot be built (remote
+kubeconfig Secret gone), keeps the finalizer (a Warning event, then ``ReconcileError``: retried with
 backoff), so that nothing is orphaned by a transient error.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import structlog
 
@@ -23,7 +26,8 @@ from kustomize_controller.apply.prune import delete_all, wait_for_termination
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.reconcile.context import ReconcileContext
-from kustomize_controller.reconcile.tenancy import TenancyOptions, can_impersonate, tenant_client
+from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, can_impersonate, tenant_client
+from kustomize_controller.runtime.controller import ReconcileError
 
 _log = structlog.get_logger("kustomization")
 
@@ -45,16 +49,23 @@ async def finalize(ctx: ReconcileContext, *, client: KubeClient, tenancy: Tenanc
     if should_delete_resources(ctx):
         objects = inventory_objects(ks.status.inventory)
         if await can_impersonate(ks, client=client, options=tenancy):
-            async with tenant_client(ks, client=client, options=tenancy) as tenant:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    tenant = await stack.enter_async_context(tenant_client(ks, client=client, options=tenancy))
+                except TenantClientError as err:
+                    # upstream returns the error: the finalizer stays and deletion is retried with backoff
+                    message = f"failed to build kube client: {err}"
+                    await ctx.event(message, error=True, revision=revision, origin_revision=origin)
+                    raise ReconcileError(message) from err
                 try:
                     change_set = await delete_all(
                         tenant, objects, owner=owner_labels(ks.metadata.name or "", ks.metadata.namespace or "")
                     )
-                except PruneError:
+                except PruneError as err:
                     await ctx.event(
                         "pruning for deleted resource failed", error=True, revision=revision, origin_revision=origin
                     )
-                    raise
+                    raise ReconcileError(f"pruning for deleted resource failed: {err}") from err
                 if change_set:
                     await ctx.event(str(change_set), revision=revision, origin_revision=origin)
                     if ks.get_deletion_policy() == DeletionPolicy.WAIT_FOR_TERMINATION:

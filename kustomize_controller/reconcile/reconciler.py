@@ -53,12 +53,13 @@ from kustomize_controller.reconcile.source import (
     SourceAccess,
     SourceNotFoundError,
     SourceReader,
+    SourceReadError,
     get_source,
     origin_revision,
 )
 from kustomize_controller.reconcile.status import StatusPatcher
 from kustomize_controller.runtime.clock import Clock
-from kustomize_controller.runtime.controller import Request, Result, TerminalError
+from kustomize_controller.runtime.controller import ReconcileError, Request, Result, TerminalError
 
 _log = structlog.get_logger("kustomization")
 
@@ -218,9 +219,9 @@ class KustomizationReconciler:
         except AccessDeniedError as err:
             await self._terminal(ctx, Reason.ACCESS_DENIED, str(err))
             raise TerminalError(str(err)) from err
-        except Exception as err:
+        except SourceReadError as err:
             ctx.mark_false(READY, Reason.ARTIFACT_FAILED, str(err))
-            raise
+            raise ReconcileError(str(err)) from err  # transient: retried with backoff
 
         artifact = source.get_artifact()
         requeue_dependency = self._options.requeue_dependency

@@ -243,3 +243,9 @@ async def env(cluster: ClusterHandle) -> AsyncIterator[ControllerEnv]:
             yield controller
         finally:
             await controller.stop()
+        # every failure a test provokes must be an expected one: an exception outside the reconcile
+        # error tree is what Go calls a panic (a bug), whatever the test asserted
+        if controller.manager is not None:
+            panics = controller.manager.metrics.registry.get_sample_value(
+                "controller_runtime_reconcile_panics_total", {"controller": "kustomization"})
+            assert not panics, f"{panics:.0f} reconcile(s) raised an unexpected exception (see the log)"
