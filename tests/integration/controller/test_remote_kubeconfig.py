@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,33 @@ async def test_missing_kubeconfig_secret(env: ControllerEnv) -> None:
     expected = (f"failed to build kube client: KubeConfig secret '{env.namespace}/nope' does not contain a 'value' "
                 "key with a kubeconfig")
     await env.wait_for("app", lambda o: condition_message(o, "Ready") == expected)
+
+
+async def test_deletion_waits_for_the_kubeconfig(env: ControllerEnv) -> None:
+    ns = env.namespace
+    async with ApiServer() as remote:
+        config = await load_kubeconfig(remote.kubeconfig_path)
+        async with KubeClient(config=config) as remote_client:
+            await remote_client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            raw = await asyncio.to_thread(Path(remote.kubeconfig_path).read_bytes)
+            secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "remote", "namespace": ns},
+                      "data": {"value": base64.b64encode(raw).decode()}}
+            await env.client.create(secret)
+            artifact = await env.publish({"a.yaml": configmap("a")})
+            await env.start(min_retry_delay=timedelta(milliseconds=100),
+                            max_retry_delay=timedelta(seconds=1))
+            await env.create(env.kustomization(targetNamespace=ns, kubeConfig={"secretRef": {"name": "remote"}}))
+            await env.wait_ready(revision=artifact["revision"])
+
+            await env.client.delete("v1", "Secret", "remote", ns)
+            await env.delete_ks()
+            event = await env.wait_event(lambda e: e["type"] == "Warning")
+            assert event["message"] == (f"failed to build kube client: unable to read KubeConfig secret "
+                                        f"'{ns}/remote' error: secrets \"remote\" not found")
+            assert "finalizers.fluxcd.io" in (await env.get_ks())["metadata"]["finalizers"]
+            await remote_client.get("v1", "ConfigMap", "a", ns)  # still there
+
+            await env.client.create(secret)
+            await env.wait_gone()
+            with pytest.raises(NotFoundError):
+                await remote_client.get("v1", "ConfigMap", "a", ns)
