@@ -156,8 +156,9 @@ class ControllerEnv:
             self.task = None
 
     async def publish(self, files: Mapping[str, str], *, name: str = "repo", revision: str | None = None,
-                      kind: str = "GitRepository") -> dict[str, Any]:
-        artifact = await self.artifacts.publish_files(files, name=f"{self.namespace}/{name}", revision=revision)
+                      kind: str = "GitRepository", metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+        artifact = await self.artifacts.publish_files(files, name=f"{self.namespace}/{name}", revision=revision,
+                                                      metadata=metadata)
         await publish_source(self.client, kind=kind, namespace=self.namespace, name=name, artifact=artifact)
         return dict(artifact)
 
