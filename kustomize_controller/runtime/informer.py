@@ -11,7 +11,8 @@ The reflector follows client-go's ``Reflector.ListAndWatch``:
    stream that ends in under 1 s with no event counts as an error.
 3. 410 Gone (compacted history), any other error, or a very short watch → back to 1 after a
    jittered backoff (0.8 s doubling to 30 s, reset after 2 min quiet). 429 and transport failures
-   while opening a watch re-watch after the backoff without a relist.
+   (refused connection, reset or silent stream) re-watch from the last resourceVersion after the
+   backoff, without a relist; if that resourceVersion has been compacted meanwhile, the 410 relists.
 
 Handlers (``EventHandler``) are plain callables run inline, in event order, one at a time; they must
 return quickly (push a key onto a workqueue). A handler that raises is logged and skipped; the
