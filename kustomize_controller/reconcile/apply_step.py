@@ -268,10 +268,14 @@ class ApplyStep:
                           namespace=ks.metadata.namespace or "", name=ks.metadata.name or "")
         if ks.spec.wait:
             applied = ChangeSet([e for e in change_set if e.action is not Action.SKIPPED])
+            candidates = len(targets_from_change_set(applied))
             targets = targets_from_change_set(applied, exclude=self_ref)
         else:
+            candidates = len(targets_from_references(ks.spec.health_checks))
             targets = targets_from_references(ks.spec.health_checks, exclude=self_ref)
-        if not targets:
+        if not candidates:
+            # as upstream, emptiness is judged before dropping the Kustomization itself: a check that
+            # names only itself still runs (trivially) and reports Healthy
             conditions.delete(ks.status.conditions, HEALTHY)
             return
         was_healthy = conditions.is_true(ks.status.conditions, HEALTHY)
