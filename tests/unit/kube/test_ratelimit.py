@@ -1,6 +1,8 @@
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kustomize_controller.kube.ratelimit import TokenBucket
 from kustomize_controller.runtime.clock import FakeClock
@@ -59,3 +61,28 @@ def test_minus_one_disables() -> None:
 def test_zero_qps_is_rejected() -> None:
     with pytest.raises(ValueError, match="qps"):
         TokenBucket(qps=0, burst=10, clock=FakeClock())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    qps=st.floats(0.5, 100),
+    burst=st.integers(1, 50),
+    steps=st.lists(st.tuples(st.integers(0, 20), st.floats(0, 5)), max_size=30),
+)
+def test_never_more_than_burst_plus_refill(qps: float, burst: int, steps: list[tuple[int, float]]) -> None:
+    """However calls and time interleave, requests released by a time T never exceed
+    burst + qps × T (the bucket's promise), and each waits exactly until its token exists."""
+
+    async def scenario() -> None:
+        clock = FakeClock()
+        bucket = TokenBucket(qps=qps, burst=burst, clock=clock)
+        start = clock.monotonic()
+        release_times: list[float] = []
+        for calls, advance in steps:
+            for _ in range(calls):
+                release_times.append(clock.monotonic() + bucket.reserve())
+            await clock.advance(advance)
+        for i, t in enumerate(sorted(release_times)):
+            assert i + 1 <= burst + qps * (t - start) + 1e-6
+
+    asyncio.run(scenario())

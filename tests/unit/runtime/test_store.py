@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kustomize_controller.runtime.store import NAMESPACE_INDEX, Store, object_key, split_key
 
@@ -57,3 +59,23 @@ def test_replace_reports_adds_updates_and_vanished_objects() -> None:
     assert [o["metadata"]["name"] for o in result.unchanged] == ["keep"]
     assert [(k, o["metadata"]["name"]) for k, o in result.deleted] == [("ns/gone", "gone")]
     assert sorted(store.keys()) == ["ns/change", "ns/keep", "ns/new"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.dictionaries(st.sampled_from("abcdefg"), st.integers(1, 3), max_size=7),
+    after=st.dictionaries(st.sampled_from("abcdefg"), st.integers(1, 3), max_size=7),
+)
+def test_replace_accounts_for_every_key(before: dict[str, int], after: dict[str, int]) -> None:
+    store = Store()
+    store.add_indexer("source", by_source)
+    store.replace([obj(k, rv=str(v), src=f"s{v}") for k, v in before.items()])
+    result = store.replace([obj(k, rv=str(v), src=f"s{v}") for k, v in after.items()])
+    names = lambda objs: sorted(o["metadata"]["name"] for o in objs)  # noqa: E731
+    assert names(result.added) == sorted(set(after) - set(before))
+    assert names(new for _, new in result.updated) == sorted(k for k in after if k in before and before[k] != after[k])
+    assert names(result.unchanged) == sorted(k for k in after if k in before and before[k] == after[k])
+    assert sorted(k for k, _ in result.deleted) == sorted(f"ns/{k}" for k in set(before) - set(after))
+    assert sorted(store.keys()) == sorted(f"ns/{k}" for k in after)
+    for v in (1, 2, 3):  # indexes agree with the content
+        assert store.index_keys("source", f"s{v}") == sorted(f"ns/{k}" for k, x in after.items() if x == v)
