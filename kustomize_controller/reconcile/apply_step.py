@@ -215,7 +215,8 @@ class ApplyStep:
                 change_set = await manager.apply_all_staged(objects, self._apply_options(ctx))
             except ApplyEngineError as err:
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
-                message = f"{err}\n{applied}" if applied else f"{err}\n"
+                # upstream: "%w\n%s" with one "<entry>\n" line per change of the partial apply
+                message = f"{err}\n" + "".join(f"{entry}\n" for entry in applied)
                 self._history(ctx, result.digest, Reason.RECONCILIATION_FAILED)
                 self._fail(ctx, Reason.RECONCILIATION_FAILED, message)
             if self._options.group_change_log:

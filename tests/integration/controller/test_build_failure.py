@@ -51,8 +51,15 @@ async def test_apply_failure_keeps_previous_inventory(env: ControllerEnv) -> Non
     await env.create(env.kustomization(targetNamespace=ns))
     before = await env.wait_ready(revision=first["revision"])
     invalid = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\ndata: {k: v}\n"
-    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b"), "bad.yaml": invalid})
+    role = (f"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: test-{ns}\n"
+            "rules: []\n")
+    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b"), "bad.yaml": invalid, "role.yaml": role})
     obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "ReconciliationFailed"))
-    assert condition_message(obj, "Ready").startswith(f"ConfigMap/{ns}/Bad_Name dry-run failed (Invalid): ")
+    message = condition_message(obj, "Ready")
+    assert message.startswith(f"ConfigMap/{ns}/Bad_Name dry-run failed (Invalid): "), message
+    # the stage applied before the failure is listed, one line each, as upstream's "%w\n%s"
+    assert message.endswith(f"\nClusterRole/test-{ns} created\n"), message
+    assert await env.exists("v1", "ConfigMap", "a")
+    assert not await env.exists("v1", "ConfigMap", "b")
     assert obj["status"]["inventory"] == before["status"]["inventory"]
     assert obj["status"]["history"][0]["lastReconciledStatus"] == "ReconciliationFailed"
