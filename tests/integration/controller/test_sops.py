@@ -21,22 +21,27 @@ if not SOPS_DATA.is_dir():  # pragma: no cover - the shared reference is a sibli
 PLAINTEXT = "value"
 
 
-async def test_decrypted_secret_is_applied(env: ControllerEnv) -> None:
+async def test_decrypted_secret_is_applied(env: ControllerEnv, capfd: pytest.CaptureFixture[str]) -> None:
     ns = env.namespace
     key = (SOPS_DATA / "keys" / "age.txt").read_bytes()
     await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
                              "data": {"identity.agekey": base64.b64encode(key).decode()}})
     artifact = await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text(),
                                   "cm.yaml": configmap("plain")})
-    await env.start()
+    await env.start(log_level="debug")
     await env.create(env.kustomization(targetNamespace=ns, decryption={
         "provider": "sops", "secretRef": {"name": "sops-keys"}}))
     obj = await env.wait_ready(revision=artifact["revision"])
+    logs = capfd.readouterr()
+    assert "server-side apply completed" in logs.out + logs.err  # the debug log is really captured
+    encoded = base64.b64encode(PLAINTEXT.encode()).decode()
+    assert encoded not in logs.out + logs.err
+    assert f'"{PLAINTEXT}"' not in logs.out + logs.err
     secret = await env.get("v1", "Secret", "age")
     assert base64.b64decode(secret["data"]["key"]).decode() == PLAINTEXT
     assert "sops" not in secret
     for event in await env.events():
-        assert PLAINTEXT not in event["message"].replace("Reconciliation", "")
+        assert PLAINTEXT not in event["message"]
     assert f"{ns}_age__Secret" in [e["id"] for e in obj["status"]["inventory"]["entries"]]
 
 
@@ -67,3 +72,16 @@ async def test_wrong_key_fails_without_leaking(env: ControllerEnv) -> None:
     assert "decryption failed for 'Secret.v1.[noGrp]/age'" in condition_message(obj, "Ready") or \
         "decrypt" in condition_message(obj, "Ready")
     assert not await env.exists("v1", "Secret", "age")
+
+
+async def test_global_age_key_from_the_runtime_namespace(env: ControllerEnv) -> None:
+    ns = env.namespace
+    key = (SOPS_DATA / "keys" / "age.txt").read_bytes()
+    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-age", "namespace": ns},
+                             "data": {"identity.agekey": base64.b64encode(key).decode()}})
+    artifact = await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text()})
+    await env.start(sops_age_secret="sops-age")
+    await env.create(env.kustomization(targetNamespace=ns, decryption={"provider": "sops"}))
+    await env.wait_ready(revision=artifact["revision"])
+    secret = await env.get("v1", "Secret", "age")
+    assert base64.b64decode(secret["data"]["key"]).decode() == PLAINTEXT
