@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test run lint typecheck imports unit venv builder crd clean
+.PHONY: test run bench lint typecheck imports unit venv builder crd clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -28,6 +28,10 @@ run: venv builder
 		echo "no reachable cluster in KUBECONFIG: running the demo on the embedded API server"; \
 		$(BIN)/kustomize-controller demo $(ARGS); \
 	fi
+
+# Benchmarks (never part of make test): writes docs/benchmarks.md. ARGS=--quick for a smoke run.
+bench: venv builder
+	$(BIN)/python -m bench $(ARGS)
 
 venv: $(STAMP)
 
