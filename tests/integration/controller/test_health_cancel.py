@@ -54,3 +54,14 @@ async def test_requested_reconcile_cancels_and_reports_the_trigger(env: Controll
     assert condition(obj, "Ready") == ("Unknown", "Progressing")
     canceled = [e for e in await env.events() if e["reason"] == "HealthCheckCanceled"]
     assert len(canceled) == 1 and canceled[0].get("count", 1) == 1
+
+
+async def test_deletion_cancels_the_health_wait(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await env.publish({"deploy.yaml": deployment("web")})
+    await env.start(feature_gates=GATES)
+    await env.create(env.kustomization(targetNamespace=ns, wait=True, timeout="5m"))
+    await env.wait_for("app", waiting)
+    await env.delete_ks()
+    await env.wait_gone()
+    assert not await env.exists("apps/v1", "Deployment", "web")
