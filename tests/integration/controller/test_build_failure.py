@@ -63,3 +63,11 @@ async def test_apply_failure_keeps_previous_inventory(env: ControllerEnv) -> Non
     assert not await env.exists("v1", "ConfigMap", "b")
     assert obj["status"]["inventory"] == before["status"]["inventory"]
     assert obj["status"]["history"][0]["lastReconciledStatus"] == "ReconciliationFailed"
+
+
+async def test_no_remote_bases_flag(env: ControllerEnv) -> None:
+    await env.publish({"kustomization.yaml": "resources:\n  - https://github.com/example/repo//deploy?ref=main\n"})
+    await env.start(no_remote_bases=True)
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "BuildFailed"))
+    assert "remote bases are disabled" in condition_message(obj, "Ready")
