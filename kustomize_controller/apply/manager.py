@@ -19,6 +19,12 @@ Phase B — writes, sequentially in apply order: the cleanup JSON patch (when ne
 server-side apply of ``created``/``configured`` objects (ignored drifting paths stripped or adopted).
 ``unchanged`` objects are never written.
 
+With a ``VerifiedApplies`` (``verified=``, kept by the caller across reconciles), phase A skips the
+dry-run of an object whose live ``uid``/``resourceVersion`` and desired manifest are the same as at the
+last dry-run that proved it unchanged, and plans it ``unchanged``: a no-op costs one GET per object.
+Without it (the default) every object is dry-run, as upstream. See ``verified.py`` for why drift
+correction stays correct.
+
 Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
 it (previous stages, and the objects of this stage already written). Messages are upstream's:
 ``<Kind/ns/name> dry-run failed (<Reason>): <msg>``, ``<Kind/ns/name> apply failed: <msg>``.
@@ -67,6 +73,7 @@ from kustomize_controller.apply.selectors import (
 )
 from kustomize_controller.apply.staging import GroupKind, is_crd, partition, sort_objects
 from kustomize_controller.apply.takeover import CONTROLLER_NAME, CleanupOptions, JsonPatch, cleanup_patch
+from kustomize_controller.apply.verified import VerifiedApplies, fingerprint
 from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import ApiError, KubeError, NotFoundError
 from kustomize_controller.runtime.clock import Clock
@@ -160,6 +167,7 @@ class _Plan:
     cleanup: JsonPatch = field(default_factory=list)
     migrated: bool = False
     resolutions: list[DriftResolution] = field(default_factory=list)
+    fingerprint: str = ""
 
 
 class ResourceManager:
@@ -172,11 +180,14 @@ class ResourceManager:
         clock: Clock,
         field_manager: str = CONTROLLER_NAME,
         concurrency: int = 4,
+        verified: VerifiedApplies | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
         self.field_manager = field_manager
         self.concurrency = max(1, concurrency)
+        # objects proven in sync (see verified.py); None: dry-run every object every time, as upstream
+        self.verified = verified
 
     # --- staged ---------------------------------------------------------------------------------
 
@@ -226,10 +237,11 @@ class ResourceManager:
         ordered = sort_objects(deep_copy(o) for o in objects)
         plans = [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in ordered]
         gate = asyncio.Semaphore(self.concurrency)
+        context = self._fingerprint_context(options)
 
         async def validate(plan: _Plan) -> None:
             async with gate:
-                await self._validate(plan, options)
+                await self._validate(plan, options, context)
 
         results = await asyncio.gather(*(validate(p) for p in plans), return_exceptions=True)
         for result in results:
@@ -261,7 +273,13 @@ class ResourceManager:
     async def _dry_run(self, obj: Object) -> Object:
         return await self.client.apply(obj, field_manager=self.field_manager, force=True, dry_run=True)
 
-    async def _validate(self, plan: _Plan, options: ApplyOptions) -> None:
+    def _fingerprint_context(self, options: ApplyOptions) -> str:
+        """Everything besides the manifest that shapes an unchanged plan (see verified.py)."""
+        if self.verified is None:
+            return ""
+        return f"{self.field_manager}|{options.cleanup!r}|{options.ignore_rules!r}|{options.migrate_api_version}"
+
+    async def _validate(self, plan: _Plan, options: ApplyOptions, context: str = "") -> None:
         desired = plan.desired
         strip_invalid_ca_bundle(desired)
         live = await self._get_live(plan.ref, str(desired.get("apiVersion") or ""))
@@ -272,6 +290,12 @@ class ResourceManager:
         if live is not None and any_in_metadata(desired, options.if_not_present_selector):
             plan.entry = ChangeSetEntry.for_object(live, Action.SKIPPED)
             return
+        verified = self.verified
+        if verified is not None and live is not None:
+            plan.fingerprint = fingerprint(desired, context=context)
+            if verified.is_verified(plan.ref, plan.fingerprint, live):
+                plan.entry = ChangeSetEntry.for_object(live, Action.UNCHANGED)
+                return
         if options.migrate_api_version and live is not None:
             await self._migrate_api_version(plan, live)
         try:
@@ -286,6 +310,11 @@ class ResourceManager:
                 return
             raise DryRunError(dry_run_error_message(plan.ref, exc)) from exc
         self._plan_from_dry_run(plan, dry_run, options)
+        if verified is not None and plan.fingerprint:
+            if plan.write:
+                verified.forget(plan.ref)
+            else:
+                verified.remember(plan.ref, plan.fingerprint, plan.live)
 
     async def _migrate_api_version(self, plan: _Plan, live: Object) -> None:
         api_version = str(plan.desired.get("apiVersion") or "")
