@@ -10,9 +10,9 @@ Contract:
 - A write that changes nothing (ignoring managedFields timestamps) stores nothing and returns the stored
   object, as the real server does for no-op updates and applies.
 - Deleting an object with finalizers only marks it (``deletionTimestamp``, generation bumped); it goes when
-  an update leaves it with no finalizers. Deleting a namespace marks it ``Terminating``, deletes its
-  contents, and removes it once empty (synchronously: the namespace controller is modelled as instant).
-- Registering a CRD serves its kinds at once and stores ``Established=True`` in a separate write.
+  an update leaves it with no finalizers. Deleting a namespace marks it ``Terminating``; what follows
+  (emptying it, CRD establishment, garbage collection) is the work of controllers.py, run inside the
+  triggering write.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import builtin_schema, crdschema, errors, objects, validation, workloads
+from . import builtin_schema, crdschema, errors, objects, validation
+from .controllers import Controllers
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
 from .patch import managed
@@ -69,6 +70,7 @@ class Cluster:
         # _populate_namespace); the PEM of that ConfigMap is set by the server
         self.populate_namespaces = populate_namespaces
         self.ca_bundle = ""
+        self.controllers = Controllers(self)
 
     def now(self) -> str:
         return objects.timestamp(self.clock.now())
@@ -150,35 +152,13 @@ class Cluster:
             return obj
         stored = self.storage.put(rt.storage_key, obj)
         if rt.storage_key == CRD_STORAGE_KEY:
-            self._establish_crd(stored)
+            self.controllers.establish_crd(stored)
             stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
-        self._simulate(rt, stored)
+        self.controllers.simulate(rt, stored)
         if rt.storage_key == NAMESPACE_STORAGE_KEY and self.populate_namespaces:
-            self._populate_namespace(stored["metadata"]["name"])
+            self.controllers.populate_namespace(stored["metadata"]["name"])
         return objects.with_version(stored, rt)
 
-    def _populate_namespace(self, namespace: str) -> None:
-        """What controllers put in every new namespace: the ``default`` ServiceAccount and the
-        ``kube-root-ca.crt`` ConfigMap (so tests meet them here as they will on a real cluster)."""
-        now = self.now()
-        defaults: tuple[tuple[str, dict[str, Any]], ...] = (
-            ("serviceaccounts", {"metadata": {"name": "default"}}),
-            ("configmaps", {"metadata": {"name": "kube-root-ca.crt", "annotations": {
-                "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
-                                             "kube-apiserver when using internal endpoints such as the "
-                                             "internal service IP or kubernetes.default.svc. No other usage "
-                                             "is guaranteed across distributions of Kubernetes clusters."}},
-                            "data": {"ca.crt": self.ca_bundle}}),
-        )
-        for plural, body in defaults:
-            rt = self.registry.lookup("", "v1", plural)
-            assert rt is not None
-            if self.storage.get(rt.storage_key, namespace, body["metadata"]["name"]) is not None:
-                continue
-            obj = objects.prepare_create(rt, {**body, "metadata": {**body["metadata"], "namespace": namespace}},
-                                         now=self.clock.now())
-            managed.record_update(rt, None, obj, manager="kube-controller-manager", subresource="", now=now)
-            self.storage.put(rt.storage_key, obj)
 
     # update / patch ----------------------------------------------------------------------------------
 
@@ -304,24 +284,12 @@ class Cluster:
             return objects.with_version(result, rt)
         stored = self.storage.put(rt.storage_key, result)
         if rt.storage_key == CRD_STORAGE_KEY:
-            self._establish_crd(stored)
+            self.controllers.establish_crd(stored)
             stored = self.storage.get(rt.storage_key, "", stored["metadata"]["name"]) or stored
         if subresource != "status":  # a client writing status itself is left alone
-            self._simulate(rt, stored)
+            self.controllers.simulate(rt, stored)
         return objects.with_version(stored, rt)
 
-    def _simulate(self, rt: ResourceType, stored: dict[str, Any]) -> None:
-        """The instant controller's status write after a stored write (when simulation is on)."""
-        if not self.simulate_workloads:
-            return
-        status = workloads.needs_update(rt, stored, self.now())
-        if status is None:
-            return
-        updated = copy.deepcopy(stored)
-        updated["status"] = status
-        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status",
-                              now=self.now())
-        self.storage.put(rt.storage_key, updated)
 
     # delete -------------------------------------------------------------------------------------
 
@@ -363,7 +331,7 @@ class Cluster:
                 return objects.with_version(marked, rt), True
             stored = self.storage.put(rt.storage_key, marked)
             if rt.kind == "Namespace":
-                self._sweep_namespace(name)
+                self.controllers.sweep_namespace(name)
             return objects.with_version(stored, rt), True
         if dry_run:
             final = live
@@ -379,131 +347,15 @@ class Cluster:
 
     def _remove(self, rt: ResourceType, obj: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
         final = self.storage.remove(rt.storage_key, obj)
-        self._collect_garbage(obj["metadata"]["uid"], policy or "Background")
+        self.controllers.collect_garbage(obj["metadata"]["uid"], policy or "Background")
         if rt.storage_key == CRD_STORAGE_KEY:
-            self._drop_crd(obj)
+            self.controllers.drop_crd(obj)
         namespace = obj["metadata"].get("namespace")
         if namespace:
             ns = self.storage.get(NAMESPACE_STORAGE_KEY, "", namespace)
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
-                self._finish_namespace(namespace)
+                self.controllers.finish_namespace(namespace)
         return objects.with_version(final, rt)
-
-    def _collect_garbage(self, owner_uid: str, policy: str) -> None:
-        """The garbage collector, modelled as instant: dependents of a removed owner are deleted
-        (Background/Foreground) unless another owner of theirs still exists, in which case — and with
-        Orphan — only the reference to the removed owner is dropped. Refused deletes are skipped."""
-        for key, namespace, name in self.storage.dependents(owner_uid):
-            dependent = self.storage.get(key, namespace, name)
-            rt = self._type_for_storage(key)
-            if dependent is None or rt is None:
-                continue
-            refs = dependent["metadata"].get("ownerReferences") or []
-            others = [r for r in refs if r.get("uid") != owner_uid]
-            if policy != "Orphan" and not any(self._owner_exists(r, namespace) for r in others):
-                if not dependent["metadata"].get("deletionTimestamp"):
-                    try:
-                        self.delete(rt, namespace, name, {"propagationPolicy": policy}, dry_run=False)
-                    except ApiStatusError:
-                        continue
-                continue
-            updated = copy.deepcopy(dependent)
-            if others:
-                updated["metadata"]["ownerReferences"] = others
-            else:
-                updated["metadata"].pop("ownerReferences", None)
-            managed.record_update(rt, dependent, updated, manager="kube-controller-manager", subresource="",
-                                  now=self.now())
-            self.storage.put(key, updated)
-
-    def _owner_exists(self, ref: dict[str, Any], namespace: str) -> bool:
-        rt = self.registry.lookup_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
-        if rt is None:
-            return False
-        owner = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", str(ref.get("name", "")))
-        return owner is not None and owner["metadata"].get("uid") == ref.get("uid")
-
-    def _sweep_namespace(self, namespace: str) -> None:
-        """The namespace controller's work: delete everything in it (objects refused by a delete hook,
-        like a denying webhook, stay and keep the namespace Terminating)."""
-        for key in self.storage.namespaces_in_use(namespace):
-            rt = self._type_for_storage(key)
-            if rt is None:
-                continue
-            for obj in list(self.storage.iterate(key, namespace)):
-                if obj["metadata"].get("deletionTimestamp"):
-                    continue
-                try:
-                    self.delete(rt, namespace, obj["metadata"]["name"], None, dry_run=False)
-                except ApiStatusError:
-                    continue
-        self._finish_namespace(namespace)
-
-    def _finish_namespace(self, namespace: str) -> None:
-        if self.storage.namespaces_in_use(namespace):
-            return
-        ns = self.storage.get(NAMESPACE_STORAGE_KEY, "", namespace)
-        if ns is not None:
-            self.storage.remove(NAMESPACE_STORAGE_KEY, ns)
-
-    def _type_for_storage(self, key: tuple[str, str]) -> ResourceType | None:
-        return self.registry.lookup_storage(key)
-
-    # CRDs ---------------------------------------------------------------------------------------
-
-    def _establish_crd(self, crd: dict[str, Any]) -> None:
-        self.registry.register_crd(crd)
-        if crd["metadata"].get("deletionTimestamp"):
-            return
-        status = copy.deepcopy(crd.get("status") or {})
-        names = copy.deepcopy(crd["spec"].get("names") or {})
-        names.setdefault("singular", names.get("kind", "").lower())
-        names.setdefault("listKind", names.get("kind", "") + "List")
-        now = self.now()
-        wanted = [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted"},
-        ]
-        existing = {c.get("type"): c for c in status.get("conditions") or []}
-        conditions = []
-        for cond in wanted:
-            old = existing.get(cond["type"])
-            if old and old.get("status") == cond["status"]:
-                conditions.append(old)
-            else:
-                conditions.append({**cond, "lastTransitionTime": now})
-        storage_versions = [v["name"] for v in crd["spec"].get("versions") or [] if v.get("storage")]
-        stored_versions = list(status.get("storedVersions") or [])
-        for v in storage_versions:
-            if v not in stored_versions:
-                stored_versions.append(v)
-        new_status = {"conditions": conditions, "acceptedNames": names, "storedVersions": stored_versions}
-        if status == new_status:
-            return
-        updated = copy.deepcopy(crd)
-        updated["status"] = new_status
-        self.storage.put(CRD_STORAGE_KEY, updated)
-
-    def _drop_crd(self, crd: dict[str, Any]) -> None:
-        types = self.registry.crd_types(crd["metadata"]["name"])
-        if types:
-            self.storage.drop_table(types[0].storage_key)
-        self.registry.unregister_crd(crd["metadata"]["name"])
-
-    def bootstrap(self) -> None:
-        """The objects a fresh cluster has: the system namespaces and the cluster-admin role."""
-        ns_type = self.registry.lookup("", "v1", "namespaces")
-        role_type = self.registry.lookup("rbac.authorization.k8s.io", "v1", "clusterroles")
-        assert ns_type is not None and role_type is not None
-        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
-            self.create(ns_type, "", {"metadata": {"name": name}}, dry_run=False, manager="kube-apiserver")
-        self.create(role_type, "", {
-            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                      {"nonResourceURLs": ["*"], "verbs": ["*"]}],
-        }, dry_run=False, manager="kube-apiserver")
 
 
 @dataclass

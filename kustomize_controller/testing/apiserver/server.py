@@ -97,7 +97,7 @@ class ApiServer:
             ssl_context = self._cert.server_context()
             self.cluster.ca_bundle = self._cert.cert_pem.decode()
         if not self._bootstrapped:
-            self.cluster.bootstrap()
+            self.cluster.controllers.bootstrap()
             self._bootstrapped = True
         runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
