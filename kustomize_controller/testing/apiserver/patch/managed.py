@@ -76,7 +76,11 @@ def load(obj: dict[str, Any] | None) -> list[Entry]:
 
 
 def store(obj: dict[str, Any], entries: list[Entry]) -> None:
-    kept = [e.to_json() for e in entries if e.fields]
+    """Write ``entries`` (those owning something) into ``obj``, in the real server's order: by operation
+    (Apply before Update), then time, manager, apiVersion and subresource."""
+    ordered = sorted((e for e in entries if e.fields),
+                     key=lambda e: (e.operation, e.time, e.manager, e.api_version, e.subresource))
+    kept = [e.to_json() for e in ordered]
     if kept:
         obj["metadata"]["managedFields"] = kept
     else:
