@@ -87,3 +87,28 @@ def test_apply_multiple_conflicts_message():
     assert info.value.message == ('Apply failed with 2 conflicts: conflicts with "x" using v1:\n- .data.a\n'
                                   '- .data.b')
     assert [c["field"] for c in info.value.details["causes"]] == [".data.a", ".data.b"]
+
+
+@pytest.mark.parametrize(("live", "applied", "expected"), [
+    (["a", "b"], ["c", "a"], ["c", "a", "b"]),
+    (["a", "b", "c"], ["c", "a"], ["b", "c", "a"]),
+    (["a", "x", "b"], ["a", "b"], ["a", "x", "b"]),
+    (["a", "b", "c"], ["b", "d"], ["a", "b", "c", "d"]),
+    ([], ["a", "b"], ["a", "b"]),
+    (["a", "b"], [], ["a", "b"]),
+])
+def test_associative_lists_merge_in_structured_merge_diff_order(live, applied, expected):
+    from kustomize_controller.testing.apiserver.patch.apply import interleave
+
+    assert interleave(live, applied, lambda x: x, lambda _have, item: item) == expected
+
+
+def test_containers_added_in_front_stay_in_front():
+    live = {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "a"}]}}}}
+    applied = {"spec": {"template": {"spec": {"containers": [{"name": "init", "image": "i"},
+                                                             {"name": "app", "image": "b"}]}}}}
+    from kustomize_controller.testing.apiserver.patch.apply import structured_merge
+
+    merged = structured_merge(DEPLOYMENT, live, applied)
+    assert merged["spec"]["template"]["spec"]["containers"] == [{"name": "init", "image": "i"},
+                                                                {"name": "app", "image": "b"}]

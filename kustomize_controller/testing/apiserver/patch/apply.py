@@ -11,13 +11,14 @@ Given the live object (or none), an applied configuration and a field manager:
 4. The manager's Apply entry becomes exactly the set of fields it sent.
 
 Approximations (docs/testing.md): no defaulting of the applied configuration; ``null`` in an applied
-configuration removes the field; list item order of a merge keeps live items first, new items appended.
+configuration removes the field.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ApiStatusError
@@ -39,24 +40,67 @@ def structured_merge(rt: ResourceType, live: Any, applied: Any, names: FieldName
     if isinstance(applied, list):
         lt = list_type(rt, names)
         if lt.kind == "set" and isinstance(live, list):
-            merged = list(live)
-            for element in applied:
-                if element not in merged:
-                    merged.append(copy.deepcopy(element))
-            return merged
-        if lt.kind == "map" and isinstance(live, list) and all(isinstance(i, dict) for i in applied):
-            merged = [copy.deepcopy(i) for i in live]
-            for item in applied:
-                ident = item_key(item, lt.keys)
-                index = next((n for n, have in enumerate(merged)
-                              if isinstance(have, dict) and item_key(have, lt.keys) == ident), None)
-                if index is None:
-                    merged.append(structured_merge(rt, {}, item, names))
-                else:
-                    merged[index] = structured_merge(rt, merged[index], item, names)
-            return merged
+            return interleave(live, applied, _set_key, lambda _live, item: copy.deepcopy(item))
+        if (lt.kind == "map" and isinstance(live, list) and all(isinstance(i, dict) for i in applied)
+                and all(isinstance(i, dict) for i in live)):
+            def key(item: Any) -> str:
+                return item_key(item, lt.keys)
+
+            def merge(have: Any, item: Any) -> Any:
+                return structured_merge(rt, have if have is not None else {}, item, names)
+
+            return interleave(live, applied, key, merge)
         return copy.deepcopy(applied)
     return copy.deepcopy(applied)
+
+
+def _set_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def interleave(live: list[Any], applied: list[Any], key: Callable[[Any], str],
+               merge: Callable[[Any, Any], Any]) -> list[Any]:
+    """Merge two associative lists the way structured-merge-diff orders them: applied items in applied
+    order, each live-only item kept just where it stood relative to the items both lists share."""
+    live_keys = [key(item) for item in live]
+    applied_keys = [key(item) for item in applied]
+    live_by_key = dict(zip(live_keys, live, strict=True))
+    applied_by_key = dict(zip(applied_keys, applied, strict=True))
+    shared = [k for k in applied_keys if k in live_by_key]
+    out: list[Any] = []
+    merged: set[str] = set()
+    li = ri = 0
+    next_shared = shared.pop(0) if shared else None
+    while li < len(live) or ri < len(applied):
+        if li < len(live) and ri < len(applied):
+            lk = live_keys[li]
+            if lk == applied_keys[ri]:
+                out.append(merge(live_by_key[lk], applied_by_key[lk]))
+                merged.add(lk)
+                li += 1
+                ri += 1
+                next_shared = shared.pop(0) if shared else None
+                continue
+            if lk in applied_by_key and next_shared is not None and next_shared != lk:
+                li += 1  # a shared item, but not the next one in applied order: it comes later
+                continue
+        if li < len(live):
+            lk = live_keys[li]
+            if lk not in applied_by_key:
+                out.append(copy.deepcopy(live[li]))
+                li += 1
+                continue
+            if lk in merged:
+                li += 1
+                continue
+        if ri < len(applied):
+            rk = applied_keys[ri]
+            merged.add(rk)
+            out.append(merge(live_by_key.get(rk), applied_by_key[rk]))
+            ri += 1
+            if next_shared is not None and next_shared == rk:
+                next_shared = shared.pop(0) if shared else None
+    return out
 
 
 def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiStatusError:
