@@ -195,6 +195,8 @@ class Api:
                                namespace=namespace, name=target.name or "", dry_run=dry_run)
         if verb not in rt.verbs and verb not in ("get", "patch", "update"):
             raise errors.method_not_allowed()
+        if target.subresource and verb not in ("get", "patch", "update"):
+            raise errors.method_not_allowed()
         if (verb == "create" and target.name) or (verb in ("update", "patch") and not target.name):
             raise errors.method_not_allowed()
         if rt.namespaced and target.namespace is None and verb not in ("list", "watch"):

@@ -79,3 +79,15 @@ async def test_configmap_has_no_status_subresource(cluster):
     async with cluster.session() as http:
         status, _ = await call(http, "GET", f"/api/v1/namespaces/{cluster.namespace}/configmaps/x/status")
         assert status == 404
+
+
+async def test_status_subresource_only_reads_and_writes(cluster):
+    path = GIT.format(ns=cluster.namespace) + "/s5"
+    async with cluster.session() as http:
+        await call(http, "POST", GIT.format(ns=cluster.namespace), body=gitrepo("s5"))
+        status, obj = await call(http, "GET", path + "/status")
+        assert status == 200 and obj["metadata"]["name"] == "s5"
+        status, body = await call(http, "DELETE", path + "/status")
+        assert (status, body["reason"]) == (405, "MethodNotAllowed")
+        status, _ = await call(http, "GET", path)
+        assert status == 200
