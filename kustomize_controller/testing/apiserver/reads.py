@@ -11,7 +11,8 @@ Contract:
 - Built-in list items carry no ``apiVersion``/``kind`` (as a real server serialises typed lists); custom
   resource items do.
 
-Not promised: later pages are read from current state, not from a snapshot at the first page's version.
+- Pages after the first are served from a snapshot at the first page's resourceVersion (rebuilt from the
+  watch history), as etcd serves a continue token; ``remainingItemCount`` then counts current keys.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .cluster import Cluster
 from .kinds import ResourceType
 from .objects import with_version
 from .selectors import FieldSelector, LabelSelector
+from .storage import Key, Storage
 
 _CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
@@ -77,6 +79,8 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
     if pinned_name is not None and (scope_ns is not None or not rt.namespaced) and after is None:
         obj = storage.get(rt.storage_key, scope_ns or "", pinned_name)
         candidates = iter([obj] if obj is not None else [])
+    elif continue_token and after is not None and list_rv < storage.resource_version:
+        candidates = _snapshot(storage, rt, scope_ns, after, list_rv)
     else:
         candidates = storage.iterate(rt.storage_key, scope_ns, after)
     last_key: tuple[str, str] | None = None
@@ -97,6 +101,35 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
         if remaining:
             list_meta["remainingItemCount"] = remaining
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
+
+
+def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key, rv: int
+              ) -> Iterator[dict[str, Any]]:
+    """Objects after ``after`` as they were at ``rv`` (what etcd serves a continue token): the current
+    objects, with every key written since ``rv`` replaced by its state before that first write."""
+    then: dict[Key, dict[str, Any] | None] = {}
+    for event in storage.events_after(rv, rt.storage_key):
+        meta = event.obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        if key not in then:
+            then[key] = event.old
+    # keys gone since rv (or changed), in key order, with the state they had then
+    revived = sorted((k, old) for k, old in then.items()
+                     if old is not None and k > after and (namespace is None or k[0] == namespace))
+    position = 0
+    for obj in storage.iterate(rt.storage_key, namespace, after):
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        while position < len(revived) and revived[position][0] < key:
+            yield revived[position][1]
+            position += 1
+        if position < len(revived) and revived[position][0] == key:
+            yield revived[position][1]
+            position += 1
+        elif key not in then:
+            yield obj
+    for _, old in revived[position:]:
+        yield old
 
 
 def _item(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:

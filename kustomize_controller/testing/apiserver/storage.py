@@ -125,6 +125,18 @@ class Storage:
             for watcher in list(table.watchers):
                 watcher.offer(event)
 
+    def events_after(self, since: int, key: StorageKey) -> list[Event]:
+        """History events of one resource newer than ``since``, oldest first (``since`` must not be
+        older than ``oldest_watchable``)."""
+        newer: list[Event] = []
+        for event in reversed(self._history):
+            if event.rv <= since:
+                break
+            if event.storage_key == key:
+                newer.append(event)
+        newer.reverse()
+        return newer
+
     def next_resource_version(self) -> int:
         self._rv += 1
         return self._rv

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import call, cm_path, configmap
+from .helpers import MERGE, call, cm_path, configmap
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +116,21 @@ async def test_cluster_scoped_list(cluster):
         assert [i["metadata"]["name"] for i in body["items"]] == [cluster.namespace]
         status, _ = await call(http, "GET", f"/api/v1/namespaces/{cluster.namespace}/namespaces")
         assert status == 404
+
+
+async def test_continue_pages_come_from_the_first_pages_snapshot(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        for name in ("s1", "s2", "s3", "s4"):
+            await call(http, "POST", cm_path(ns), body=configmap(name, {"v": "old"}, labels={"snap": "yes"}))
+        _, first = await call(http, "GET", cm_path(ns), params={"limit": "2", "labelSelector": "snap=yes"})
+        assert [i["metadata"]["name"] for i in first["items"]] == ["s1", "s2"]
+        await call(http, "DELETE", cm_path(ns, "s3"))
+        await call(http, "PATCH", cm_path(ns, "s4"), body={"data": {"v": "new"}}, content_type=MERGE)
+        await call(http, "POST", cm_path(ns), body=configmap("s5", labels={"snap": "yes"}))
+        _, rest = await call(http, "GET", cm_path(ns), params={
+            "limit": "10", "labelSelector": "snap=yes", "continue": first["metadata"]["continue"]})
+        assert [(i["metadata"]["name"], i["data"]["v"]) for i in rest["items"]] == [("s3", "old"), ("s4", "old")]
+        assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        _, fresh = await call(http, "GET", cm_path(ns), params={"labelSelector": "snap=yes"})
+        assert [i["metadata"]["name"] for i in fresh["items"]] == ["s1", "s2", "s4", "s5"]

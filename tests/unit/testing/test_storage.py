@@ -56,3 +56,28 @@ def test_slow_watcher_is_closed():
 
 def test_continue_token_round_trip():
     assert decode_continue(encode_continue(42, ("ns", "name"))) == (42, ("ns", "name"))
+
+
+def test_snapshot_pages_see_the_state_at_the_token_version():
+    from kustomize_controller.testing.apiserver.cluster import Cluster
+    from kustomize_controller.testing.apiserver.reads import list_objects
+    from kustomize_controller.testing.apiserver.selectors import parse_field_selector, parse_label_selector
+
+    cluster = Cluster()
+    rt = cluster.registry.lookup("", "v1", "configmaps")
+    ns_type = cluster.registry.lookup("", "v1", "namespaces")
+    assert rt is not None and ns_type is not None
+    for ns in ("a", "b"):
+        cluster.create(ns_type, "", {"metadata": {"name": ns}}, dry_run=False, manager="t")
+        for name in ("1", "2"):
+            cluster.create(rt, ns, {"metadata": {"name": name}, "data": {"v": "old"}}, dry_run=False, manager="t")
+    labels, fields = parse_label_selector(""), parse_field_selector("", "ConfigMap")
+    first = list_objects(cluster, rt, None, labels=labels, fields=fields, limit=1, continue_token=None)
+    cluster.delete(rt, "b", "1", None, dry_run=False)
+    cluster.patch(rt, "a", "2", {"data": {"v": "new"}}, patch_type="merge", subresource="", dry_run=False,
+                  manager="t", force=False)
+    cluster.create(rt, "a", {"metadata": {"name": "3"}}, dry_run=False, manager="t")
+    rest = list_objects(cluster, rt, None, labels=labels, fields=fields, limit=None,
+                        continue_token=first["metadata"]["continue"])
+    seen = [(o["metadata"]["namespace"], o["metadata"]["name"], o["data"]["v"]) for o in rest["items"]]
+    assert seen == [("a", "2", "old"), ("b", "1", "old"), ("b", "2", "old")]
