@@ -1,0 +1,1 @@
+"""The benchmark suite (``python -m bench``, ``make bench``): see ``bench/cli.py`` and docs/benchmarks.md."""

@@ -1,0 +1,153 @@
+"""``python -m bench``: run the scenarios, keep the raw results as JSON, write docs/benchmarks.md.
+
+Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new revision + no-op
+rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
+Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
+the kubectl baseline at 100 (serial and 4 at a time). ``--quick`` is a few-minute smoke run.
+``--from-json FILE`` only re-renders the report from a previous run's results.
+
+Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import report, scenarios
+
+ALL = ("cold", "latency", "big", "failover", "baseline")
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _repeats(text: str) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        if "=" in part:
+            size, count = part.split("=", 1)
+            out[int(size)] = int(count)
+    return out
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a few-minute smoke run (small sizes, one run each)")
+    p.add_argument("--scenarios", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    p.add_argument("--sizes", default=None, help="Kustomization counts for cold start (default 100,500,1000)")
+    p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
+    p.add_argument("--big-sizes", default=None, help="objects of the big Kustomization (default 1000,5000)")
+    p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
+    p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
+    p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
+    p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
+    p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
+                   help="flags for the controller process (default: %(default)s)")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"),
+                   help="report to write (default docs/benchmarks.md); '-' for none")
+    p.add_argument("--json", default=None, help="also keep the raw results here")
+    p.add_argument("--from-json", default=None, help="do not run anything: render the report from this file")
+    p.add_argument("--note", default="", help="a sentence about the conditions, printed in the report")
+    p.add_argument("--keep-workdir", action="store_true", help="keep logs and temporary files")
+    return p.parse_args(argv)
+
+
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    quick = args.quick
+    sizes = _sizes(args.sizes) if args.sizes else ([20, 100] if quick else [100, 500, 1000])
+    repeats = {100: 3} if not quick else {}
+    repeats.update(_repeats(args.repeats or ""))
+    return {
+        "scenarios": [s for s in args.scenarios.split(",") if s],
+        "sizes": sizes,
+        "repeats": {s: repeats.get(s, 1) for s in sizes},
+        "big_sizes": _sizes(args.big_sizes) if args.big_sizes else ([500] if quick else [1000, 5000]),
+        "latency_size": args.latency_size or (20 if quick else 100),
+        "latency_samples": args.latency_samples or (20 if quick else 100),
+        "baseline_size": args.baseline_size or (20 if quick else 100),
+        "wait": args.wait,
+        "controller_flags": args.controller_flags.split(),
+        "quick": quick,
+    }
+
+
+async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
+    cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=kubectl)
+    results: list[dict[str, Any]] = []
+
+    async def record(scenario: str, size: int, coro: Any) -> None:
+        started = time.perf_counter()
+        print(f"[bench] {scenario} size={size} ...", flush=True)
+        try:
+            metrics = await coro
+            error = ""
+        except Exception as err:  # a failed scenario is reported, the others still run
+            traceback.print_exc()
+            metrics, error = {}, f"{type(err).__name__}: {err}"
+        took = time.perf_counter() - started
+        results.append({"scenario": scenario, "size": size, "metrics": metrics, "error": error, "took_s": took})
+        print(f"[bench] {scenario} size={size} took {took:.1f}s {json.dumps(metrics)} {error}", flush=True)
+
+    wanted = p["scenarios"]
+    if "cold" in wanted:
+        for size in p["sizes"]:
+            for _ in range(p["repeats"][size]):
+                await record("cold", size, scenarios.cold_start(cfg, size))
+    if "latency" in wanted:
+        await record("latency", p["latency_size"],
+                     scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"]))
+    if "big" in wanted:
+        for objects in p["big_sizes"]:
+            await record("big", objects, scenarios.big(cfg, objects))
+    if "failover" in wanted:
+        await record("failover", 10, scenarios.failover(cfg))
+    if "baseline" in wanted:
+        for parallel in (1, 4):
+            await record("baseline", p["baseline_size"], scenarios.baseline(cfg, p["baseline_size"], parallel=parallel))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        data = json.loads(Path(args.from_json).read_text())
+    else:
+        p = plan(args)
+        workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+        print(f"[bench] plan {json.dumps(p)}; work directory {workdir}", flush=True)
+        machine_before = scenarios.machine()
+        started = time.time()
+        try:
+            results = asyncio.run(run(p, workdir))
+        finally:
+            if not args.keep_workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+        data = {
+            "plan": p,
+            "machine": machine_before,
+            "loadavg_end": scenarios.machine()["loadavg"],
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "duration_s": time.time() - started,
+            "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+            "note": args.note,
+            "results": results,
+        }
+        if args.json:
+            Path(args.json).write_text(json.dumps(data, indent=1))
+    if args.out != "-":
+        Path(args.out).write_text(report.render(data))
+        print(f"[bench] wrote {args.out}", flush=True)
+    failed = [r for r in data["results"] if r.get("error")]
+    return 1 if failed else 0

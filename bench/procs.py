@@ -1,0 +1,305 @@
+"""The processes a benchmark runs and what it reads about them from ``/proc`` (Linux only).
+
+- ``ApiServerProcess``: the embedded API server as its own process (so its CPU is not the controller's
+  or the driver's), with ``--simulate-workloads`` (Deployments report Available as on a real cluster).
+- ``ControllerProcess``: ``python -m kustomize_controller`` with the flags given; ``stats()`` reads
+  its peak RSS (``VmHWM``, the kernel's high-water mark of this very process), its own CPU seconds
+  and the CPU seconds of its reaped children (the kustomize builds); a ``ChildSampler`` polls the
+  RSS of live descendants to report the largest kustomize process.
+- ``scrape(url)``: one Prometheus text exposition as ``{(name, labels): value}``.
+
+Every process is stopped by its owner (async context managers); a stop is SIGTERM, then SIGKILL after
+``grace`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import aiohttp
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_env() -> dict[str, str]:
+    env = dict(os.environ)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return env
+
+
+def _status_kib(pid: int, field: str) -> int:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(own user+system, reaped children's user+system) CPU seconds of ``pid``."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return (0.0, 0.0)
+    fields = raw.rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return ((utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK)
+
+
+def descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    children = [int(c) for c in (task / "children").read_text().split()]
+                    out.extend(children)
+                    stack.extend(children)
+    return out
+
+
+@dataclass
+class ProcStats:
+    peak_rss_mib: float
+    rss_mib: float
+    cpu_s: float
+    children_cpu_s: float
+
+
+def proc_stats(pid: int) -> ProcStats:
+    own, children = cpu_seconds(pid)
+    return ProcStats(
+        peak_rss_mib=_status_kib(pid, "VmHWM") / 1024,
+        rss_mib=_status_kib(pid, "VmRSS") / 1024,
+        cpu_s=own,
+        children_cpu_s=children,
+    )
+
+
+class ChildSampler:
+    """Polls the RSS of ``pid``'s descendants every ``interval`` s: the largest one and the largest sum."""
+
+    def __init__(self, pid: int, *, interval: float = 0.2) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.max_child_mib = 0.0
+        self.max_total_mib = 0.0
+        self.max_children = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            kids = descendants(self.pid)
+            sizes = [_status_kib(k, "VmRSS") / 1024 for k in kids]
+            if sizes:
+                self.max_child_mib = max(self.max_child_mib, max(sizes))
+                self.max_total_mib = max(self.max_total_mib, sum(sizes))
+                self.max_children = max(self.max_children, len(sizes))
+            await asyncio.sleep(self.interval)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+async def _terminate(proc: asyncio.subprocess.Process, *, grace: float) -> None:
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+def _log_file(path: Path) -> BinaryIO:
+    """A log file handed to a child process (closed by the caller once the child has it)."""
+    return path.open("ab")
+
+
+class ApiServerProcess:
+    def __init__(self, *, workdir: Path) -> None:
+        self.workdir = workdir
+        self.kubeconfig = str(workdir / "apiserver.kubeconfig")
+        self.url = ""
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> ApiServerProcess:
+        log = _log_file(self.workdir / "apiserver.log")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
+            "--kubeconfig-out", self.kubeconfig, "--simulate-workloads", "--history-size", "200000",
+            stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
+        )
+        log.close()
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        if not line:
+            raise RuntimeError(f"API server did not start; see {self.workdir / 'apiserver.log'}")
+        self.url = line.decode().strip()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.proc is not None:
+            await _terminate(self.proc, grace=10)
+
+
+class ControllerProcess:
+    """``python -m kustomize_controller`` against ``kubeconfig`` with ``flags`` (plus metrics/health ports)."""
+
+    def __init__(self, *, kubeconfig: str, flags: list[str], workdir: Path, name: str = "controller",
+                 runtime_namespace: str = "flux-system", module: str = "kustomize_controller") -> None:
+        self.kubeconfig = kubeconfig
+        self.flags = flags
+        self.workdir = workdir
+        self.name = name
+        self.runtime_namespace = runtime_namespace
+        self.module = module
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.proc: asyncio.subprocess.Process | None = None
+        self.sampler: ChildSampler | None = None
+        self._last: ProcStats | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    async def start(self) -> None:
+        env = bench_env()
+        env["RUNTIME_NAMESPACE"] = self.runtime_namespace
+        tmp = Path(tempfile.mkdtemp(prefix=f"{self.name}-tmp-", dir=self.workdir))
+        env["TMPDIR"] = str(tmp)
+        log = _log_file(self.workdir / f"{self.name}.log")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
+            "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
+            "--log-level", "error", *self.flags,
+            stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT),
+        )
+        log.close()
+        self.sampler = ChildSampler(self.proc.pid)
+        self.sampler.start()
+
+    async def wait_metrics(self, *, within: float = 60.0) -> dict[tuple[str, str], float]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            if self.proc is not None and self.proc.returncode is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.workdir}")
+            try:
+                return await scrape(self.metrics_url)
+            except (aiohttp.ClientError, OSError):
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
+    def stats(self) -> ProcStats:
+        if self.proc is not None and self.proc.returncode is None:
+            self._last = proc_stats(self.proc.pid)
+        assert self._last is not None, "no statistics before the process ran"
+        return self._last
+
+    async def stop(self, *, graceful: bool = True) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(AssertionError):
+            self.stats()
+        if self.sampler is not None:
+            await self.sampler.stop()
+        if graceful:
+            await _terminate(self.proc, grace=40)
+        elif self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+
+    async def __aenter__(self) -> ControllerProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def scrape(url: str) -> dict[tuple[str, str], float]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, http.get(url) as resp:
+        resp.raise_for_status()
+        text = await resp.text()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match:
+            out[(match.group(1), match.group(2) or "")] = float(match.group(3))
+    return out
+
+
+def metric_sum(samples: dict[tuple[str, str], float], name: str, **labels: str) -> float:
+    total = 0.0
+    for (metric, raw), value in samples.items():
+        if metric != name:
+            continue
+        if all(f'{k}="{v}"' in raw for k, v in labels.items()):
+            total += value
+    return total
+
+
+def requests_by_method(samples: dict[tuple[str, str], float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (metric, raw), value in samples.items():
+        if metric == "rest_client_requests_total":
+            match = re.search(r'method="([^"]*)"', raw)
+            method = match.group(1) if match else "?"
+            out[method] = out.get(method, 0.0) + value
+    return out

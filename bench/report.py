@@ -1,0 +1,160 @@
+"""Render docs/benchmarks.md from the results of ``python -m bench`` (see cli.py for the JSON shape).
+
+The report has: the machine and the command, a summary against upstream's published figures and the
+issue's targets (verdicts are computed from the numbers, never written by hand), every metric as
+median [min–max] over the runs, and the hand-written analysis kept in ``bench/analysis.md``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ANALYSIS = Path(__file__).resolve().parent / "analysis.md"
+
+UPSTREAM_COLD = {100: (26.0, "26 s / 32-134 MiB"), 500: (120.0, "2m0s / 72-183 MiB"), 1000: (253.0, "4m13s / 223 MiB")}
+OBJECTS_PER_KS = 4
+
+
+def _collect(results: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, list[float]]]:
+    table: dict[tuple[str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        for metric, value in (r.get("metrics") or {}).items():
+            table[(r["scenario"], int(r["size"]))][metric].append(float(value))
+    return table
+
+
+def _fmt(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _stat(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return _fmt(med)
+    return f"{_fmt(med)} [{_fmt(min(values))}–{_fmt(max(values))}]"
+
+
+def _median(table: dict[tuple[str, int], dict[str, list[float]]], key: tuple[str, int], metric: str) -> float | None:
+    values = table.get(key, {}).get(metric)
+    return statistics.median(values) if values else None
+
+
+def _verdict(value: float | None, target: float) -> str:
+    if value is None:
+        return "not measured"
+    return "met" if value <= target else "**not met**"
+
+
+def summary(data: dict[str, Any]) -> list[str]:
+    table = _collect(data["results"])
+    lines = [
+        "| measure | ours: median [min–max] | upstream Flux (flux-benchmark) | target (issue 9) | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for size in sorted({k[1] for k in table if k[0] == "cold"}):
+        key = ("cold", size)
+        seconds = table[key].get("cold.seconds", [])
+        rss = table[key].get("cold.peak_rss_mib", [])
+        up_s, up_text = UPSTREAM_COLD.get(size, (None, "—"))
+        target = "< 60 s" if size == 1000 else (f"≤ 1.5× upstream ({1.5 * up_s:.0f} s)" if up_s else "—")
+        goal = 60.0 if size == 1000 else (1.5 * up_s if up_s else None)
+        lines.append(
+            f"| cold start, {size} Kustomizations × 4 objects, to all Ready (s) | {_stat(seconds)} | {up_text} | "
+            f"{target} | {_verdict(_median(table, key, 'cold.seconds'), goal) if goal else '—'} |"
+        )
+        lines.append(
+            f"| controller peak RSS, cold start of {size} (MiB) | {_stat(rss)} | see above | "
+            f"{'< 150 MiB' if size == 1000 else '—'} | "
+            f"{_verdict(_median(table, key, 'cold.peak_rss_mib'), 150.0) if size == 1000 else '—'} |"
+        )
+    for size in sorted({k[1] for k in table if k[0] == "cold"}):
+        key = ("cold", size)
+        for round_ in (1, 2, 3):
+            metric = f"noop{round_}.requests_per_reconcile"
+            if metric not in table[key]:
+                continue
+            status_writes = _median(table, key, f"noop{round_}.PATCH_per_reconcile") or 0.0
+            budget = OBJECTS_PER_KS + status_writes
+            lines.append(
+                f"| API requests per periodic no-op reconcile, round {round_}, {size} Kustomizations | "
+                f"{_stat(table[key][metric])} (of which PATCH {_fmt(status_writes)}) | "
+                f"{2 * OBJECTS_PER_KS} + status writes | ≤ {OBJECTS_PER_KS} + status writes "
+                f"(= {_fmt(budget)}) | {_verdict(_median(table, key, metric), budget)} |"
+            )
+    for key in sorted(k for k in table if k[0] == "latency"):
+        p99 = table[key].get("latency.start_p99_ms", [])
+        lines.append(
+            f"| revision change → reconcile start, p99, {key[1]} idle (ms) | {_stat(p99)} | — | < 100 ms | "
+            f"{_verdict(_median(table, key, 'latency.start_p99_ms'), 100.0)} |"
+        )
+    for key in sorted(k for k in table if k[0] == "baseline"):
+        size = key[1]
+        cold = _median(table, ("cold", size), "cold.seconds")
+        for mode in ("serial", "parallel4"):
+            base = _median(table, key, f"baseline.{mode}_s")
+            if base is None:
+                continue
+            ratio = f"{base / cold:.1f}× slower than the controller" if cold else "no cold run of this size"
+            lines.append(
+                f"| `kubectl kustomize | kubectl apply --server-side`, {size} apps, {mode} (s) | {_fmt(base)} "
+                f"({ratio}) | — | controller faster | "
+                f"{('met' if cold and base > cold else '**not met**') if cold else '—'} |"
+            )
+    return lines
+
+
+def details(data: dict[str, Any]) -> list[str]:
+    table = _collect(data["results"])
+    lines: list[str] = []
+    for (scenario, size), metrics in sorted(table.items()):
+        runs = max(len(v) for v in metrics.values())
+        lines += ["", f"### {scenario}, size {size} ({runs} run{'s' if runs != 1 else ''})", "",
+                  "| metric | median [min–max] |", "| --- | --- |"]
+        lines += [f"| `{metric}` | {_stat(values)} |" for metric, values in sorted(metrics.items())]
+    errors = [r for r in data["results"] if r.get("error")]
+    if errors:
+        lines += ["", "### Failed runs", ""]
+        lines += [f"- {r['scenario']} size {r['size']}: `{r['error'][:300]}`" for r in errors]
+    return lines
+
+
+def render(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    p = data["plan"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `python -m bench` (`make bench`, `make bench ARGS=--quick`); do not edit by hand — the",
+        "analysis section comes from `bench/analysis.md`. Re-render without re-running:",
+        "`python -m bench --from-json FILE` (with a file kept by `--json FILE`).",
+        "",
+        "## Machine and run",
+        "",
+        f"- started {data.get('started', '?')}, took {data.get('duration_s', 0) / 60:.1f} min; command: "
+        f"`{data.get('command', 'python -m bench')}`",
+        f"- {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('memory')} memory, Python {m.get('python')}, "
+        f"{m.get('platform')}",
+        f"- kubectl: {m.get('kubectl')}",
+        f"- load average (1/5/15 min) at the start: {m.get('loadavg')}; at the end: {data.get('loadavg_end', '?')}",
+        f"- controller flags: `{' '.join(p['controller_flags'])}`; Kustomizations with "
+        f"`wait: {str(p['wait']).lower()}`;"
+        " API server, controller and kustomize on the same machine (the API server is the embedded one,"
+        " its own process, with `--simulate-workloads`)",
+    ]
+    if data.get("note"):
+        lines.append(f"- **conditions:** {data['note']}")
+    lines += ["", "## Summary against upstream and the targets", "", *summary(data), "", "## All numbers",
+              "", "Median [min–max] over the runs; durations in seconds unless the name says otherwise.",
+              *details(data)]
+    if ANALYSIS.exists():
+        lines += ["", ANALYSIS.read_text().rstrip()]
+    return "\n".join(lines) + "\n"
