@@ -224,8 +224,12 @@ class Api:
                     send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
                     bookmark_interval=self.options.bookmark_interval))
             limit = _int(q.get("limit"), "limit")
+            exact = None
+            if q.get("resourceVersionMatch") == "Exact" and verb == "list":
+                exact = _int(q.get("resourceVersion"), "resourceVersion")
             listed = reads.list_objects(cluster, rt, target.namespace, labels=labels, fields=fields,
-                                        limit=limit if limit else None, continue_token=q.get("continue"))
+                                        limit=limit if limit else None, continue_token=q.get("continue"),
+                                        exact_resource_version=exact)
             if verb == "list":
                 return json_response(listed)
             options = await self._delete_options(request)

@@ -59,7 +59,10 @@ def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
 
 
 def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, labels: LabelSelector,
-                 fields: FieldSelector, limit: int | None, continue_token: str | None) -> dict[str, Any]:
+                 fields: FieldSelector, limit: int | None, continue_token: str | None,
+                 exact_resource_version: int | None = None) -> dict[str, Any]:
+    """One page of a list. ``exact_resource_version`` (``resourceVersionMatch=Exact``) lists the state
+    at that version: 410 when the history no longer reaches it, 504 when it is in the future."""
     storage = cluster.storage
     list_rv = storage.resource_version
     after: tuple[str, str] | None = None
@@ -67,6 +70,16 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
         list_rv, after = decode_continue(continue_token)
         if list_rv < storage.oldest_watchable:
             raise errors.gone_expired(_CONTINUE_TOO_OLD)
+    elif exact_resource_version is not None:
+        if exact_resource_version < storage.oldest_watchable:
+            raise errors.gone_expired("The resourceVersion for the provided list is too old.")
+        if exact_resource_version > storage.resource_version:
+            raise errors.ApiStatusError(504, "Timeout", f"Too large resource version: {exact_resource_version}, "
+                                        f"current: {storage.resource_version}",
+                                        {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                     "message": "Too large resource version"}],
+                                         "retryAfterSeconds": 1})
+        list_rv = exact_resource_version
     scope_ns = namespace
     pinned_ns = fields.single_value("metadata.namespace")
     if scope_ns is None and pinned_ns is not None and rt.namespaced:
@@ -76,10 +89,11 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
     remaining: int | None = None
     candidates: Iterator[dict[str, Any]]
     pinned_name = fields.single_value("metadata.name")
-    if pinned_name is not None and (scope_ns is not None or not rt.namespaced) and after is None:
+    if (pinned_name is not None and (scope_ns is not None or not rt.namespaced) and after is None
+            and list_rv == storage.resource_version):
         obj = storage.get(rt.storage_key, scope_ns or "", pinned_name)
         candidates = iter([obj] if obj is not None else [])
-    elif continue_token and after is not None and list_rv < storage.resource_version:
+    elif list_rv < storage.resource_version:
         candidates = _snapshot(storage, rt, scope_ns, after, list_rv)
     else:
         candidates = storage.iterate(rt.storage_key, scope_ns, after)
@@ -103,7 +117,7 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
 
 
-def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key, rv: int
+def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key | None, rv: int
               ) -> Iterator[dict[str, Any]]:
     """Objects after ``after`` as they were at ``rv`` (what etcd serves a continue token): the current
     objects, with every key written since ``rv`` replaced by its state before that first write."""
@@ -115,7 +129,8 @@ def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: 
             then[key] = event.old
     # keys gone since rv (or changed), in key order, with the state they had then
     revived = sorted((k, old) for k, old in then.items()
-                     if old is not None and k > after and (namespace is None or k[0] == namespace))
+                     if old is not None and (after is None or k > after)
+                     and (namespace is None or k[0] == namespace))
     position = 0
     for obj in storage.iterate(rt.storage_key, namespace, after):
         meta = obj["metadata"]

@@ -220,3 +220,14 @@ async def test_populated_namespaces_have_what_real_clusters_put_there():
         status, ca = await call(http, "GET", cm_path("fresh", "kube-root-ca.crt"))
         assert status == 200
         assert ca["data"]["ca.crt"] == server.ca_pem.decode()
+
+
+async def test_exact_list_before_compaction_is_gone(cluster):
+    server = cluster.require_server()
+    async with cluster.session() as http:
+        _, listed = await call(http, "GET", cm_path(cluster.namespace))
+        await call(http, "POST", cm_path(cluster.namespace), body=configmap("later"))
+        server.compact()
+        status, body = await call(http, "GET", cm_path(cluster.namespace), params={
+            "resourceVersion": listed["metadata"]["resourceVersion"], "resourceVersionMatch": "Exact"})
+        assert (status, body["reason"]) == (410, "Expired")

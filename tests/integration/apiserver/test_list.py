@@ -134,3 +134,18 @@ async def test_continue_pages_come_from_the_first_pages_snapshot(cluster):
         assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
         _, fresh = await call(http, "GET", cm_path(ns), params={"labelSelector": "snap=yes"})
         assert [i["metadata"]["name"] for i in fresh["items"]] == ["s1", "s2", "s4", "s5"]
+
+
+async def test_exact_resource_version_lists_past_state(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(ns), body=configmap("e1", {"v": "1"}, labels={"exact": "yes"}))
+        _, before = await call(http, "GET", cm_path(ns), params={"labelSelector": "exact=yes"})
+        rv = before["metadata"]["resourceVersion"]
+        await call(http, "PATCH", cm_path(ns, "e1"), body={"data": {"v": "2"}}, content_type=MERGE)
+        await call(http, "POST", cm_path(ns), body=configmap("e2", labels={"exact": "yes"}))
+        status, then = await call(http, "GET", cm_path(ns), params={
+            "labelSelector": "exact=yes", "resourceVersion": rv, "resourceVersionMatch": "Exact"})
+        assert status == 200
+        assert [(i["metadata"]["name"], i["data"]["v"]) for i in then["items"]] == [("e1", "1")]
+        assert then["metadata"]["resourceVersion"] == rv
