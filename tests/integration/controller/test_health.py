@@ -99,6 +99,7 @@ async def test_custom_resource_health_from_exprs_then_failure(env: ControllerEnv
 
 async def test_health_check_timeout(env: ControllerEnv) -> None:
     """The embedded API server runs no deployment controller: the rollout never completes (one 30 s test)."""
+    env.cluster.require_server()
     ns = env.namespace
     artifact = await env.publish({"deploy.yaml": deployment("web")})
     await env.start()

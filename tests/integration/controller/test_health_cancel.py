@@ -21,6 +21,7 @@ def waiting(obj: dict) -> bool:  # type: ignore[type-arg]
 
 
 async def test_new_revision_cancels_the_health_wait(env: ControllerEnv) -> None:
+    env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
     await env.start(feature_gates=GATES)
@@ -39,6 +40,7 @@ async def test_new_revision_cancels_the_health_wait(env: ControllerEnv) -> None:
 
 
 async def test_requested_reconcile_cancels_and_reports_the_trigger(env: ControllerEnv) -> None:
+    env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
     await env.start(feature_gates=GATES)
@@ -57,6 +59,7 @@ async def test_requested_reconcile_cancels_and_reports_the_trigger(env: Controll
 
 
 async def test_deletion_cancels_the_health_wait(env: ControllerEnv) -> None:
+    env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
     await env.start(feature_gates=GATES)

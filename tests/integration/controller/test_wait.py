@@ -12,6 +12,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_wait_covers_every_applied_object(env: ControllerEnv) -> None:
+    env.cluster.require_server()  # plays the deployment controller itself
     ns = env.namespace
     skipped = configmap("skipped", annotations={"kustomize.toolkit.fluxcd.io/reconcile": "disabled"})
     artifact = await env.publish({"cm.yaml": configmap("a"), "deploy.yaml": deployment("web"),
