@@ -3,6 +3,7 @@ references and ``healthCheckExprs`` for custom resources; success, fail-fast fai
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -62,6 +63,18 @@ async def test_health_checks_pass(env: ControllerEnv) -> None:
     assert condition(obj, "Healthy") == ("True", "Succeeded")
     assert condition_message(obj, "Healthy").startswith("Health check passed in ")
     await env.wait_event(lambda e: e["message"].startswith("Health check passed in ") and e["reason"] == "Progressing")
+    # still healthy, same revision: upstream emits the "passed" event only on recovery or drift of a new revision
+    token = await env.request_reconcile()
+    obj = await env.wait_handled(token)
+    assert condition(obj, "Healthy") == ("True", "Succeeded")
+    # barrier: the recorder is FIFO and "Reconciliation finished" is the last event of the second run
+    for _ in range(300):
+        finished = [e for e in await env.events() if e["message"].startswith("Reconciliation finished")]
+        if sum(e.get("count", 1) for e in finished) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    passed = [e for e in await env.events() if e["message"].startswith("Health check passed")]
+    assert sum(e.get("count", 1) for e in passed) == 1
 
 
 async def test_custom_resource_health_from_exprs_then_failure(env: ControllerEnv) -> None:

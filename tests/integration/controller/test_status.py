@@ -81,3 +81,22 @@ async def test_message_is_capped(env: ControllerEnv) -> None:
     message = condition_message(obj, "Ready")
     assert len(message) == 32768
     assert message.endswith("...")
+
+
+async def test_observed_generation_moves_only_on_success(env: ControllerEnv) -> None:
+    artifact = await env.publish({"app/cm.yaml": configmap("a")})
+    await env.start()
+    await env.create(env.kustomization(path="./app", targetNamespace=env.namespace))
+    obj = await env.wait_ready(revision=artifact["revision"])
+    assert obj["status"]["observedGeneration"] == 1
+    await env.patch_spec({"path": "./nowhere"})
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "ArtifactFailed"))
+    assert obj["metadata"]["generation"] == 2
+    assert obj["status"]["observedGeneration"] == 1  # kstatus: the new generation is not reconciled yet
+    assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {2}
+    assert condition(obj, "Reconciling") == ("True", "ProgressingWithRetry")
+    assert condition_message(obj, "Reconciling").startswith("Fetching manifests for revision ")
+    await env.patch_spec({"path": "./app"})
+    obj = await env.wait_for("app", lambda o: o["status"].get("observedGeneration") == 3)
+    assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
+    assert condition(obj, "Reconciling") is None
