@@ -58,3 +58,17 @@ async def test_optional_reference_created_later_triggers(env: ControllerEnv) -> 
                              "metadata": {"name": "late", "namespace": ns, "labels": WATCH},
                              "data": {"color": "red"}})
     await wait_data(env, {"color": "red"})
+
+
+async def test_custom_selector(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await env.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "vars", "namespace": ns, "labels": {"team": "a"}},
+                             "data": {"color": "blue"}})
+    artifact = await env.publish({"cm.yaml": configmap("rendered", {"color": "${color}"})})
+    await env.start(watch_configs_label_selector="team=a")
+    await env.create(env.kustomization(targetNamespace=ns, interval="1h", postBuild={"substituteFrom": [
+        {"kind": "ConfigMap", "name": "vars"}]}))
+    await env.wait_ready(revision=artifact["revision"])
+    await env.client.patch("v1", "ConfigMap", "vars", ns, {"data": {"color": "green"}}, patch_type="merge")
+    await wait_data(env, {"color": "green"})
