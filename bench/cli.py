@@ -59,6 +59,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", default=None, help="also keep the raw results here")
     p.add_argument("--from-json", default=None, help="do not run anything: render the report from this file")
     p.add_argument("--note", default="", help="a sentence about the conditions, printed in the report")
+    p.add_argument("--profile-dir", default=None,
+                   help="run the cold-start controller under py-spy and keep its raw profile here "
+                        "(py-spy must be installed; RSS/CPU numbers then describe py-spy)")
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and temporary files")
     return p.parse_args(argv)
 
@@ -79,12 +82,14 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
+        "profile_dir": args.profile_dir,
     }
 
 
 async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
-    cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=kubectl)
+    cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=kubectl,
+                           profile_dir=Path(p["profile_dir"]) if p["profile_dir"] else None)
     results: list[dict[str, Any]] = []
 
     async def record(scenario: str, size: int, coro: Any) -> None:

@@ -190,13 +190,15 @@ class ControllerProcess:
     """``python -m kustomize_controller`` against ``kubeconfig`` with ``flags`` (plus metrics/health ports)."""
 
     def __init__(self, *, kubeconfig: str, flags: list[str], workdir: Path, name: str = "controller",
-                 runtime_namespace: str = "flux-system", module: str = "kustomize_controller") -> None:
+                 runtime_namespace: str = "flux-system", module: str = "kustomize_controller",
+                 profile_dir: Path | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.flags = flags
         self.workdir = workdir
         self.name = name
         self.runtime_namespace = runtime_namespace
         self.module = module
+        self.profile_dir = profile_dir  # py-spy flame graphs (then stats() describe py-spy, not the controller)
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.proc: asyncio.subprocess.Process | None = None
@@ -218,8 +220,14 @@ class ControllerProcess:
         tmp = Path(tempfile.mkdtemp(prefix=f"{self.name}-tmp-", dir=self.workdir))
         env["TMPDIR"] = str(tmp)
         log = _log_file(self.workdir / f"{self.name}.log")
+        wrapper: list[str] = []
+        if self.profile_dir is not None:
+            self.profile_dir.mkdir(parents=True, exist_ok=True)
+            py_spy = str(Path(sys.executable).parent / "py-spy")
+            wrapper = [py_spy, "record", "--rate", "200", "--format", "raw", "--nonblocking",
+                       "-o", str(self.profile_dir / f"{self.name}.txt"), "--"]
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
+            *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
             "--log-level", "error", *self.flags,
             stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT),
@@ -254,6 +262,10 @@ class ControllerProcess:
             self.stats()
         if self.sampler is not None:
             await self.sampler.stop()
+        if self.profile_dir is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT, then stops the child
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 60)
         if graceful:
             await _terminate(self.proc, grace=40)
         elif self.proc.returncode is None:

@@ -60,6 +60,7 @@ class Config:
     flags: list[str] = field(default_factory=lambda: list(DEFAULT_FLAGS))
     wait: bool = False
     kubectl: str = "kubectl"
+    profile_dir: Path | None = None
 
 
 @contextlib.asynccontextmanager
@@ -104,7 +105,8 @@ async def cold_start(cfg: Config, n: int, *, objects: int = 4, followups: bool =
         names = list(expected)
         api_cpu0 = cpu_seconds(api.pid)[0]
         started = time.perf_counter()
-        ctrl = ControllerProcess(kubeconfig=api.kubeconfig, flags=cfg.flags, workdir=cfg.workdir, name=f"cold-{n}")
+        ctrl = ControllerProcess(kubeconfig=api.kubeconfig, flags=cfg.flags, workdir=cfg.workdir, name=f"cold-{n}",
+                                 profile_dir=cfg.profile_dir)
         async with ctrl:
             ready = await tracker.wait_ready(expected, within=max(300.0, n * 1.0))
             samples = await scrape(ctrl.metrics_url)
@@ -337,7 +339,7 @@ async def _kubectl_apply(cfg: Config, directory: Path, kubeconfig: str, cache: P
         f'--field-manager=bench-baseline --cache-dir "{cache}" -f - >/dev/null'
     )
     env = {**bench_env(), "KUBECONFIG": kubeconfig}
-    proc = await asyncio.create_subprocess_exec("sh", "-o", "pipefail", "-c", script, env=env,
+    proc = await asyncio.create_subprocess_exec("bash", "-o", "pipefail", "-c", script, env=env,
                                                 stderr=asyncio.subprocess.PIPE)
     _, err = await proc.communicate()
     if proc.returncode != 0:
