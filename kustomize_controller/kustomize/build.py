@@ -110,8 +110,10 @@ async def _run(
             size += len(chunk)
         return b"".join(chunks)
 
+    readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(read_stderr())]
+
     async def communicate() -> _Result:
-        out, err = await asyncio.gather(read_stdout(), read_stderr())
+        out, err = await asyncio.gather(*readers)
         rc = await proc.wait()
         return _Result(rc, out, err)
 
@@ -129,8 +131,19 @@ async def _run(
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            # Killed, the child exits at once; the bound only guards against a stuck reaper.
             with contextlib.suppress(Exception):
-                await proc.wait()
+                await asyncio.wait_for(proc.wait(), timeout=10)
+        # A failed reader (output cap) must not leave its sibling reading a pipe: cancel and await both
+        # so every transport is closed before we return.
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        # Drain what is left to EOF (at most a pipe buffer once the child is dead) so asyncio closes the
+        # pipe transports; a paused reader would otherwise keep them open past the build.
+        for stream in (stdout_r, stderr_r):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(stream.read(), timeout=5)
         with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
             await work
         with contextlib.suppress(asyncio.CancelledError):
