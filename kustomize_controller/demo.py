@@ -6,8 +6,9 @@ What it does, in order:
 2. publishes ``examples/`` as a source artifact over HTTP on 127.0.0.1 and records it in the
    ``flux-system/examples`` GitRepository's status, as source-controller would;
 3. creates the Kustomization of ``examples/kustomization.yaml``;
-4. runs the controller (the same ``run_controller`` as in a cluster), plus a stand-in for the
-   deployment controller so health checks can pass (the embedded server runs no workloads);
+4. runs the controller (the same ``run_controller`` as in a cluster); the embedded server runs no
+   kubelet, so it is started with ``simulate_workloads`` (Deployments report the status a finished
+   rollout has) and health checks can pass;
 5. prints the Kustomization's conditions and the applied objects whenever they change, until
    Ctrl-C — or, with ``--once``, until it is Ready (exit 0) or ``--timeout`` passes (exit 1).
 """
@@ -29,12 +30,10 @@ from kustomize_controller.app import run_controller
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.errors import AlreadyExistsError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.settings import Settings
 from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 from kustomize_controller.testing.sourcecrds import source_crds
-from kustomize_controller.testing.workloads import simulate_workloads
 
 DEFAULT_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
@@ -91,8 +90,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     namespace = kustomization["metadata"]["namespace"]
     name = kustomization["metadata"]["name"]
     source_name = kustomization["spec"]["sourceRef"]["name"]
-    clock = RealClock()
-    async with ApiServer() as server, ArtifactServer() as artifacts:
+    async with ApiServer(simulate_workloads=True) as server, ArtifactServer() as artifacts:
         config = await load_kubeconfig(server.kubeconfig_path)
         async with KubeClient(config=config, qps=-1, burst=-1) as client:
             print(f"embedded API server at {server.url} (kubeconfig: {server.kubeconfig_path})", file=out)
@@ -115,13 +113,11 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             )
             async with asyncio.TaskGroup() as tasks:
                 controller = tasks.create_task(run_controller(settings, handle_signals=False))
-                simulator = tasks.create_task(simulate_workloads(client, clock=clock))
                 try:
                     return await _watch(client, namespace, name, out, once=args.once, within=args.timeout,
                                         controller=controller)
                 finally:
                     controller.cancel()
-                    simulator.cancel()
 
 
 async def _watch(client: KubeClient, namespace: str, name: str, out: TextIO, *, once: bool, within: float,
