@@ -138,8 +138,8 @@ class ApplyStep:
     async def _build(self, ctx: ReconcileContext, checkout: Any, options: BuildOptions) -> BuildResult:
         ks = ctx.ks
         namespace = ks.metadata.namespace or ""
+        decryptor = None
         try:
-            decryptor = None
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
                 decryptor = await load_decryptor(
@@ -158,6 +158,11 @@ class ApplyStep:
             self._fail(ctx, err.reason, str(err))
         except KubeError as err:
             self._fail(ctx, Reason.BUILD_FAILED, str(err))
+        finally:
+            # One decryptor per reconcile: it holds recovered data keys and, for OpenPGP, a private
+            # temporary GNUPGHOME; both go now.
+            if decryptor is not None:
+                decryptor.close()
         raise AssertionError("unreachable")
 
     def _var_source(self, namespace: str) -> Any:
