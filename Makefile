@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test run bench lint typecheck imports unit venv builder crd clean
+.PHONY: test run bench e2e lint typecheck imports unit venv builder crd clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -32,6 +32,10 @@ run: venv builder
 # Benchmarks (never part of make test): writes docs/benchmarks.md. ARGS=--quick for a smoke run.
 bench: venv builder
 	$(BIN)/python -m bench $(ARGS)
+
+# End-to-end scenarios against a real cluster (E2E_KUBECONFIG); skipped cleanly without one.
+e2e: venv builder
+	$(BIN)/pytest e2e $(ARGS)
 
 venv: $(STAMP)
 
