@@ -1,0 +1,58 @@
+"""The deployment manifests build with kustomize and are accepted by the API server (server dry-run)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.config import load_kubeconfig
+from tests.conftest import ClusterHandle
+
+pytestmark = [pytest.mark.integration, pytest.mark.builder]
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def build_manifests() -> list[dict]:  # type: ignore[type-arg]
+    kubectl = shutil.which("kubectl") or str(REPO / ".venv" / "bin" / "kubectl")
+    out = subprocess.run([kubectl, "kustomize", str(REPO / "manifests")], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_manifests_contain_what_a_deployment_needs() -> None:
+    objects = build_manifests()
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ("CustomResourceDefinition", "kustomizations.kustomize.toolkit.fluxcd.io") in kinds
+    assert ("ServiceAccount", "kustomize-controller") in kinds
+    assert ("ClusterRoleBinding", "kustomize-cluster-reconciler") in kinds
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert "--enable-leader-election" in container["args"]
+    assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["RUNTIME_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert {"name": "temp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+async def test_manifests_pass_server_side_dry_run(cluster: ClusterHandle) -> None:
+    objects = build_manifests()
+    config = await load_kubeconfig(cluster.kubeconfig_path)
+    async with KubeClient(config=config) as client:
+        for obj in objects:
+            if obj["kind"] == "Namespace":
+                continue
+            # Namespaced objects go to the test's namespace so nothing outside it is needed.
+            if obj["metadata"].get("namespace"):
+                obj["metadata"]["namespace"] = cluster.namespace
+            result = await client.apply(obj, field_manager="manifests-test", dry_run=True)
+            assert result["kind"] == obj["kind"]
