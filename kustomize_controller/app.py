@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import aiohttp
-import structlog
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
 from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
@@ -62,12 +61,12 @@ from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.controller import Controller, Request
 from kustomize_controller.runtime.informer import Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
-from kustomize_controller.runtime.logs import configure_logging
+from kustomize_controller.runtime.logs import configure_logging, get_logger
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
 from kustomize_controller.runtime.ratelimit import ItemExponentialRateLimiter
 from kustomize_controller.settings import Settings
 
-_log = structlog.get_logger("setup")
+_log = get_logger("setup")
 
 CONTROLLER = "kustomization"
 CONFIGMAP_INDEX = "configmaps"

@@ -50,7 +50,8 @@ from kustomize_controller.reconcile.history import upsert
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
 
-_log = structlog.get_logger("kustomization")
+# Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
+_log = structlog.get_logger()
 
 
 class PipelineFailure(Exception):

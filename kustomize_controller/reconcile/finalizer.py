@@ -29,7 +29,8 @@ from kustomize_controller.reconcile.context import ReconcileContext
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, can_impersonate, tenant_client
 from kustomize_controller.runtime.controller import ReconcileError
 
-_log = structlog.get_logger("kustomization")
+# Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
+_log = structlog.get_logger()
 
 
 def should_delete_resources(ctx: ReconcileContext) -> bool:

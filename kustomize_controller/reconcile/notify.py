@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
-import structlog
 
 from kustomize_controller.api.meta import (
     CONTROLLER_NAME,
@@ -36,8 +35,9 @@ from kustomize_controller.api.meta import (
     format_time,
 )
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.logs import get_logger
 
-_log = structlog.get_logger("events")
+_log = get_logger("events")
 
 GROUP = "kustomize.toolkit.fluxcd.io"
 REVISION_KEY = f"{GROUP}/revision"

@@ -61,7 +61,8 @@ from kustomize_controller.reconcile.status import StatusPatcher
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.controller import ReconcileError, Request, Result, TerminalError
 
-_log = structlog.get_logger("kustomization")
+# Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
+_log = structlog.get_logger()
 
 
 class KustomizationReader(Protocol):
