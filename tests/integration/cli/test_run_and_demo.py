@@ -50,4 +50,5 @@ def test_demo_once_converges_to_ready() -> None:
     last = proc.stdout.strip().splitlines()[-1]
     assert json.loads(last)["ready"] is True
     assert "Deployment.apps podinfo/podinfo" in proc.stdout
-    assert "Running health checks for revision" in proc.stdout
+    # The health check (wait: true) passed; intermediate states may be too brief to be printed.
+    assert "Succeeded: Health check passed in" in proc.stdout
