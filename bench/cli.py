@@ -92,15 +92,16 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
                            profile_dir=Path(p["profile_dir"]) if p["profile_dir"] else None)
     results: list[dict[str, Any]] = []
 
-    async def record(scenario: str, size: int, coro: Any) -> None:
+    async def record(scenario: str, size: int, run_: Any) -> None:
         started = time.perf_counter()
         print(f"[bench] {scenario} size={size} ...", flush=True)
+        metrics: dict[str, float] = {}
         try:
-            metrics = await coro
+            await run_(metrics)
             error = ""
-        except Exception as err:  # a failed scenario is reported, the others still run
+        except Exception as err:  # a failed scenario is reported (with what it measured), the others still run
             traceback.print_exc()
-            metrics, error = {}, f"{type(err).__name__}: {err}"
+            error = f"{type(err).__name__}: {err}"
         took = time.perf_counter() - started
         results.append({"scenario": scenario, "size": size, "metrics": metrics, "error": error, "took_s": took})
         print(f"[bench] {scenario} size={size} took {took:.1f}s {json.dumps(metrics)} {error}", flush=True)
@@ -109,19 +110,25 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "cold" in wanted:
         for size in p["sizes"]:
             for _ in range(p["repeats"][size]):
-                await record("cold", size, scenarios.cold_start(cfg, size))
+                await record("cold", size, lambda m, size=size: scenarios.cold_start(cfg, size, into=m))
     if "latency" in wanted:
         await record("latency", p["latency_size"],
-                     scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"]))
+                     lambda m: scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"], into=m))
     if "big" in wanted:
         for objects in p["big_sizes"]:
-            await record("big", objects, scenarios.big(cfg, objects))
+            await record("big", objects, lambda m, objects=objects: scenarios.big(cfg, objects, into=m))
     if "failover" in wanted:
-        await record("failover", 10, scenarios.failover(cfg))
+        await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
     if "baseline" in wanted:
         for parallel in (1, 4):
-            await record("baseline", p["baseline_size"], scenarios.baseline(cfg, p["baseline_size"], parallel=parallel))
+            await record("baseline", p["baseline_size"],
+                         lambda m, parallel=parallel: _fill(m, scenarios.baseline(cfg, p["baseline_size"],
+                                                                                  parallel=parallel)))
     return results
+
+
+async def _fill(m: dict[str, float], coro: Any) -> None:
+    m.update(await coro)
 
 
 def main(argv: list[str] | None = None) -> int:

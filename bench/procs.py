@@ -147,6 +147,14 @@ async def _terminate(proc: asyncio.subprocess.Process, *, grace: float) -> None:
         await proc.wait()
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it when the benchmark driver dies (no orphans left behind)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _log_file(path: Path) -> BinaryIO:
     """A log file handed to a child process (closed by the caller once the child has it)."""
     return path.open("ab")
@@ -165,6 +173,7 @@ class ApiServerProcess:
             sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
             "--kubeconfig-out", self.kubeconfig, "--simulate-workloads", "--history-size", "200000",
             stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
+            preexec_fn=_die_with_parent,
         )
         log.close()
         assert self.proc.stdout is not None
@@ -230,7 +239,7 @@ class ControllerProcess:
             *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
             "--log-level", "error", *self.flags,
-            stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT),
+            stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_die_with_parent,
         )
         log.close()
         self.sampler = ChildSampler(self.proc.pid)

@@ -97,9 +97,13 @@ def _delta_by_method(after: dict[tuple[str, str], float], before: dict[tuple[str
     return {m: a[m] - b.get(m, 0.0) for m in a if a[m] - b.get(m, 0.0)}
 
 
-async def cold_start(cfg: Config, n: int, *, objects: int = 4, followups: bool = True) -> Metrics:
-    """Cold start to all Ready; then (``followups``) a new revision of every source and two no-op rounds."""
-    m: Metrics = {}
+async def cold_start(
+    cfg: Config, n: int, *, objects: int = 4, followups: bool = True, into: Metrics | None = None
+) -> Metrics:
+    """Cold start to all Ready; then (``followups``) a new revision of every source, two no-op rounds, and
+    a restart on the variant with ``VerifiedApplies`` wired and two no-op rounds there. Metrics go into
+    ``into`` as they are measured, so a failure late in the run keeps the earlier numbers."""
+    m: Metrics = into if into is not None else {}
     async with cluster(cfg, f"cold-{n}") as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait, objects=objects)
         names = list(expected)
@@ -205,7 +209,7 @@ async def restart_with_verified(
         m["verified.peak_rss_mib"] = ctrl.stats().peak_rss_mib
 
 
-async def latency(cfg: Config, n: int = 100, *, samples: int = 100) -> Metrics:
+async def latency(cfg: Config, n: int = 100, *, samples: int = 100, into: Metrics | None = None) -> Metrics:
     """Source revision change → reconcile start → Ready, one Kustomization at a time, the others idle."""
     start_lat: list[float] = []
     ready_lat: list[float] = []
@@ -227,7 +231,8 @@ async def latency(cfg: Config, n: int = 100, *, samples: int = 100) -> Metrics:
                 if (name, revision) in tracker.started_at:
                     start_lat.append(tracker.started_at[(name, revision)] - t0)
                 await asyncio.sleep(0.05)
-    m: Metrics = {"latency.samples": float(len(ready_lat))}
+    m: Metrics = into if into is not None else {}
+    m["latency.samples"] = float(len(ready_lat))
     for label, values in (("start", start_lat), ("ready", ready_lat)):
         if values:
             m[f"latency.{label}_p50_ms"] = percentile(values, 50) * 1000
@@ -246,9 +251,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-async def big(cfg: Config, objects: int, *, controller: bool = True) -> Metrics:
+async def big(cfg: Config, objects: int, *, controller: bool = True, into: Metrics | None = None) -> Metrics:
     """One Kustomization of ``objects`` objects: the engine's stages in-process, then the controller's run."""
-    m: Metrics = {}
+    m: Metrics = into if into is not None else {}
     prefix = f"big{objects}"
     async with cluster(cfg, prefix) as (_api, client, _artifacts):
         await create_namespaces(client, APPS_NS)
@@ -302,9 +307,9 @@ async def _first_reconcile(ctrl: ControllerProcess, *, since: float, within: flo
     raise TimeoutError(f"{ctrl.name} did not reconcile within {within:.0f} s")
 
 
-async def failover(cfg: Config, n: int = 10) -> Metrics:
+async def failover(cfg: Config, n: int = 10, *, into: Metrics | None = None) -> Metrics:
     """Seconds from the leader's SIGKILL (then SIGTERM) to the standby's first finished reconcile."""
-    m: Metrics = {}
+    m: Metrics = into if into is not None else {}
     flags = [*cfg.flags, "--enable-leader-election"]
     async with cluster(cfg, "failover") as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait)

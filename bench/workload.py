@@ -200,6 +200,8 @@ class Tracker:
         self.handled_at: dict[tuple[str, str], float] = {}  # (name, token) -> first seen handled
         self.failures: dict[str, str] = {}
         self.modified = 0  # MODIFIED events seen (each is one write of a Kustomization)
+        self.relists = 0
+        self.stream_errors: list[str] = []
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -246,7 +248,9 @@ class Tracker:
                             self._observe(obj)
             except GoneError:
                 resource_version = None
-            except KubeError:
+            except (KubeError, OSError, TimeoutError, ValueError) as err:
+                self.stream_errors.append(repr(err)[:200])
+                resource_version = None
                 await asyncio.sleep(0.2)
 
     async def __aenter__(self) -> Tracker:
@@ -259,17 +263,31 @@ class Tracker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def relist(self) -> None:
+        """Observe the current state of every Kustomization (the fallback when the watch is quiet)."""
+        self.relists += 1
+        for item in await self.client.list(KS_API, "Kustomization", FLUX_NS):
+            self._observe(item)
+
     async def wait(self, done: Callable[[], bool], *, within: float, what: str) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
+        quiet_since = loop.time()
         while not done():
+            if self._task is not None and self._task.done():
+                raise RuntimeError(f"the watch of Kustomizations stopped: {self._task.exception()!r}")
             self._changed.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 sample = dict(list(self.failures.items())[:3])
                 raise TimeoutError(f"{what}: not reached after {within:.0f} s; failures: {sample}")
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 1.0))
+                quiet_since = loop.time()
+            except TimeoutError:
+                if loop.time() - quiet_since >= 5.0:
+                    await self.relist()  # a watch that stalled must not stall the benchmark
+                    quiet_since = loop.time()
 
     async def wait_ready(self, expected: dict[str, str], *, within: float) -> float:
         """Wait until every name is Ready with its expected revision; returns the time the last one was seen."""
@@ -279,8 +297,13 @@ class Tracker:
 
     async def wait_handled(self, names: Iterable[str], token: str, *, within: float) -> float:
         keys = [(n, token) for n in names]
-        await self.wait(lambda: all(k in self.handled_at for k in keys), within=within,
-                        what=f"{len(keys)} reconciles of token {token}")
+        try:
+            await self.wait(lambda: all(k in self.handled_at for k in keys), within=within,
+                            what=f"{len(keys)} reconciles of token {token}")
+        except TimeoutError as err:
+            missing = [n for n, t in keys if (n, t) not in self.handled_at]
+            raise TimeoutError(f"{err}; {len(missing)} not handled, e.g. {missing[:5]}; "
+                               f"relists {self.relists}, stream errors {self.stream_errors[-3:]}") from err
         return max(self.handled_at[k] for k in keys)
 
 
