@@ -126,6 +126,9 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
     return response
 
 
+_NOTHING: Any = object()
+
+
 async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, req: WatchRequest) -> None:
     start = time.monotonic()
     deadline = start + req.timeout
@@ -140,8 +143,17 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
         if req.bookmarks and not final_sent:
             wake = min(wake, next_bookmark)
         try:
-            event = await asyncio.wait_for(watcher.queue.get(), timeout=max(0.0, wake - now))
-        except TimeoutError:
+            # A queued event is taken without waiting: ``wait_for`` with a zero timeout (a bookmark
+            # already due) raises even when the queue holds an item, and the pump would spin.
+            event = watcher.queue.get_nowait()
+        except asyncio.QueueEmpty:
+            event = _NOTHING
+        if event is _NOTHING:
+            try:
+                event = await asyncio.wait_for(watcher.queue.get(), timeout=max(0.001, wake - now))
+            except TimeoutError:
+                event = _NOTHING
+        if event is _NOTHING:
             if req.bookmarks and watcher.queue.empty() and time.monotonic() >= next_bookmark and not final_sent:
                 await response.write(_bookmark(req.rt, storage.resource_version))
                 if next_bookmark >= final_bookmark_at:
