@@ -3,9 +3,10 @@
 Order (controller-runtime's ``config.GetConfig``): the ``--kubeconfig`` flag, then ``KUBECONFIG``
 (a path list, merged), then the in-cluster service account, then ``~/.kube/config``.
 
-kubernetes-asyncio is used only to parse kubeconfig files and run auth plugins (token, token file,
-client certificates, exec plugins, OIDC/GCP providers) and to read the in-cluster service address and
-CA. The in-cluster token is read by ``TokenFileAuth``, which re-reads the projected token file every
+kubernetes-asyncio is imported only when a kubeconfig user needs a credential plugin (exec,
+OIDC/GCP providers) and to read the in-cluster service address and CA; ordinary kubeconfigs (token,
+token file, client certificates) are read by ``kube.kubeconfig``, which saves its ~60 MiB import.
+The in-cluster token is read by ``TokenFileAuth``, which re-reads the projected token file every
 minute and after a 401 (bound tokens rotate). Everything else (HTTP, watches) is ours.
 
 Contract:
@@ -94,6 +95,7 @@ class ClientConfig:
     server: str
     auth: Authenticator = field(default_factory=NoAuth)
     ca_file: str | None = None
+    ca_data: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
     verify_ssl: bool = True
@@ -110,7 +112,7 @@ class ClientConfig:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         else:
-            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
         if self.cert_file:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         return ctx
@@ -132,7 +134,16 @@ def _from_k8s_configuration(cfg: Any, loader: Any | None, *, namespace: str, sou
 
 
 async def load_kubeconfig(path: str, *, context: str | None = None) -> ClientConfig:
-    """Load a kubeconfig file (or an ``os.pathsep`` separated list, merged like kubectl)."""
+    """Load a kubeconfig file (or an ``os.pathsep`` separated list, merged like kubectl).
+
+    Ordinary kubeconfigs (token, token file, client certificates) are read by ``kube.kubeconfig``;
+    kubernetes-asyncio is imported only for users that need a credential plugin (exec, auth-provider).
+    """
+    from kustomize_controller.kube.kubeconfig import read_kubeconfig
+
+    simple = read_kubeconfig(path, context=context)
+    if simple is not None:
+        return simple
     from kubernetes_asyncio.client import Configuration
     from kubernetes_asyncio.config import kube_config
     from kubernetes_asyncio.config.config_exception import ConfigException
