@@ -4,7 +4,7 @@ Order (controller-runtime's ``config.GetConfig``): the ``--kubeconfig`` flag, th
 (a path list, merged), then the in-cluster service account, then ``~/.kube/config``.
 
 kubernetes-asyncio is imported only when a kubeconfig user needs a credential plugin (exec,
-OIDC/GCP providers) and to read the in-cluster service address and CA; ordinary kubeconfigs (token,
+OIDC/GCP providers); the in-cluster configuration and ordinary kubeconfigs (token,
 token file, client certificates) are read by ``kube.kubeconfig``, which saves its ~60 MiB import.
 The in-cluster token is read by ``TokenFileAuth``, which re-reads the projected token file every
 minute and after a 401 (bound tokens rotate). Everything else (HTTP, watches) is ours.
@@ -196,6 +196,9 @@ class TokenFileAuth:
         return self._read()
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
 def load_incluster(
     *,
     environ: Mapping[str, str] | None = None,
@@ -203,30 +206,31 @@ def load_incluster(
     ca_file: str | None = None,
     namespace_file: str = IN_CLUSTER_NAMESPACE_FILE,
 ) -> ClientConfig:
-    """The in-cluster configuration: API address from ``KUBERNETES_SERVICE_HOST``/``_PORT`` (read by
-    kubernetes-asyncio's loader), CA and token from the service-account mount; the token is re-read as
-    it rotates (``TokenFileAuth``)."""
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config import incluster_config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    env = dict(environ if environ is not None else os.environ)
-    token_path = token_file or incluster_config.SERVICE_TOKEN_FILENAME
-    cfg = Configuration()
-    try:
-        incluster_config.InClusterConfigLoader(
-            token_filename=token_path,
-            cert_filename=ca_file or incluster_config.SERVICE_CERT_FILENAME,
-            try_refresh_token=False,
-            environ=env,
-        ).load_and_set(cfg)
-    except (ConfigException, OSError) as err:
-        raise ConfigError(f"in-cluster configuration unavailable: {err}") from err
-    config = _from_k8s_configuration(
-        cfg, None, namespace=in_cluster_namespace(namespace_file) or "default", source="in-cluster"
+    """The in-cluster configuration (client-go's ``InClusterConfig``): API address from
+    ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT``, CA and token from the service-account
+    mount; the token is re-read as it rotates (``TokenFileAuth``)."""
+    env = environ if environ is not None else os.environ
+    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
+    if not host or not port:
+        raise ConfigError(
+            "in-cluster configuration unavailable: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set"
+        )
+    token_path = token_file or f"{SERVICE_ACCOUNT_DIR}/token"
+    ca_path = ca_file or f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+    for what, path in (("token", token_path), ("CA certificate", ca_path)):
+        if not os.path.isfile(path):
+            raise ConfigError(f"in-cluster configuration unavailable: service account {what} {path} not found")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # IPv6
+    auth = TokenFileAuth(token_path)
+    auth._read()  # fail now, not on the first request, when the token is unreadable
+    return ClientConfig(
+        server=f"https://{host}:{port}",
+        auth=auth,
+        ca_file=ca_path,
+        namespace=in_cluster_namespace(namespace_file) or "default",
+        source="in-cluster",
     )
-    config.auth = TokenFileAuth(token_path)
-    return config
 
 
 def in_cluster_namespace(path: str = IN_CLUSTER_NAMESPACE_FILE) -> str | None:

@@ -23,20 +23,20 @@ kind: Config
 current-context: main
 contexts:
 - name: main
-  context: {cluster: c1, user: u1, namespace: apps}
+  context: {{cluster: c1, user: u1, namespace: apps}}
 - name: other
-  context: {cluster: c2, user: u2}
+  context: {{cluster: c2, user: u2}}
 clusters:
 - name: c1
-  cluster: {server: "https://10.0.0.1:6443/", certificate-authority-data: %s, tls-server-name: api.local}
+  cluster: {{server: "https://10.0.0.1:6443/", certificate-authority-data: {}, tls-server-name: api.local}}
 - name: c2
-  cluster: {server: "https://10.0.0.2:6443", certificate-authority: ca.pem, insecure-skip-tls-verify: true}
+  cluster: {{server: "https://10.0.0.2:6443", certificate-authority: ca.pem, insecure-skip-tls-verify: true}}
 users:
 - name: u1
-  user: {token: secret-token}
+  user: {{token: secret-token}}
 - name: u2
-  user: {client-certificate-data: %s, client-key-data: %s}
-""" % (b64("CA-PEM"), b64("CERT"), b64("KEY"))
+  user: {{client-certificate-data: {}, client-key-data: {}}}
+""".format(b64("CA-PEM"), b64("CERT"), b64("KEY"))
 
 
 def test_token_user_with_ca_data_and_namespace(tmp_path: Path) -> None:
@@ -101,3 +101,18 @@ users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, com
 async def test_errors_name_the_problem(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         await load_kubeconfig(write(tmp_path / "kc", body))
+
+
+def test_in_cluster_without_importing_kubernetes_asyncio(tmp_path: Path) -> None:
+    from kustomize_controller.kube.config import load_incluster
+
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("t")
+    ca.write_text("ca")
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    cfg = load_incluster(environ=env, token_file=str(token), ca_file=str(ca), namespace_file=str(tmp_path / "none"))
+    assert cfg.server == "https://[fd00::1]:443" and cfg.namespace == "default"
+    with pytest.raises(ConfigError, match="KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set"):
+        load_incluster(environ={}, token_file=str(token), ca_file=str(ca))
+    with pytest.raises(ConfigError, match=r"service account token .* not found"):
+        load_incluster(environ=env, token_file=str(tmp_path / "missing"), ca_file=str(ca))
