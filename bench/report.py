@@ -121,9 +121,9 @@ def summary(data: dict[str, Any]) -> list[str]:
             base = _median(table, key, f"baseline.{mode}_s")
             if base is None:
                 continue
-            ratio = f"{base / cold:.1f}× slower than the controller" if cold else "no cold run of this size"
+            ratio = f"{base / cold:.2f}× the controller's cold start" if cold else "no cold run of this size"
             lines.append(
-                f"| `kubectl kustomize | kubectl apply --server-side`, {size} apps, {mode} (s) | {_fmt(base)} "
+                f"| `kubectl kustomize \\| kubectl apply --server-side`, {size} apps, {mode} (s) | {_fmt(base)} "
                 f"({ratio}) | — | controller faster | "
                 f"{('met' if cold and base > cold else '**not met**') if cold else '—'} |"
             )
