@@ -29,11 +29,13 @@ from bench.procs import (
 )
 from bench.workload import (
     APPS_NS,
+    EXTERNAL_KUBECONFIG,
     FLUX_NS,
     Tracker,
     app_files,
     bounded,
     create_namespaces,
+    delete_namespaces,
     publish,
     request_reconcile,
     setup,
@@ -63,8 +65,36 @@ class Config:
     profile_dir: Path | None = None
 
 
+class ExternalCluster:
+    """A real cluster from ``BENCH_KUBECONFIG``: nothing to start, and no API server process to measure."""
+
+    pid: int | None = None
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+
+
+Cluster = ApiServerProcess | ExternalCluster
+
+
+def api_cpu(api: Cluster) -> float:
+    return cpu_seconds(api.pid)[0] if api.pid else 0.0
+
+
 @contextlib.asynccontextmanager
-async def cluster(cfg: Config, label: str) -> AsyncIterator[tuple[ApiServerProcess, KubeClient, ArtifactServer]]:
+async def cluster(cfg: Config, label: str) -> AsyncIterator[tuple[Cluster, KubeClient, ArtifactServer]]:
+    if EXTERNAL_KUBECONFIG:
+        external = ExternalCluster(EXTERNAL_KUBECONFIG)
+        client = KubeClient(config=await load_kubeconfig(external.kubeconfig), qps=-1, burst=-1)
+        try:
+            await delete_namespaces(client)  # leftovers of an interrupted run
+            async with ArtifactServer() as artifacts:
+                yield external, client, artifacts
+        finally:
+            with contextlib.suppress(Exception):
+                await delete_namespaces(client)
+            await client.close()
+        return
     workdir = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=cfg.workdir))
     async with ApiServerProcess(workdir=workdir) as api:
         client = KubeClient(config=await load_kubeconfig(api.kubeconfig), qps=-1, burst=-1)
@@ -73,6 +103,15 @@ async def cluster(cfg: Config, label: str) -> AsyncIterator[tuple[ApiServerProce
                 yield api, client, artifacts
         finally:
             await client.close()
+
+
+def controller(cfg: Config, api: Cluster, *, name: str, flags: list[str] | None = None,
+               module: str = "kustomize_controller", profile: bool = False) -> ControllerProcess:
+    """The controller process for ``api``; on a real cluster it watches only the benchmark's namespace."""
+    extra = ["--watch-all-namespaces=false"] if EXTERNAL_KUBECONFIG else []
+    return ControllerProcess(kubeconfig=api.kubeconfig, flags=[*(flags or cfg.flags), *extra], workdir=cfg.workdir,
+                             name=name, runtime_namespace=FLUX_NS, module=module,
+                             profile_dir=cfg.profile_dir if profile else None)
 
 
 Samples = dict[tuple[str, str], float]
@@ -107,10 +146,9 @@ async def cold_start(
     async with cluster(cfg, f"cold-{n}") as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait, objects=objects)
         names = list(expected)
-        api_cpu0 = cpu_seconds(api.pid)[0]
+        api_cpu0 = api_cpu(api)
         started = time.perf_counter()
-        ctrl = ControllerProcess(kubeconfig=api.kubeconfig, flags=cfg.flags, workdir=cfg.workdir, name=f"cold-{n}",
-                                 profile_dir=cfg.profile_dir)
+        ctrl = controller(cfg, api, name=f"cold-{n}", profile=True)
         async with ctrl:
             ready = await tracker.wait_ready(expected, within=max(300.0, n * 1.0))
             samples = await scrape(ctrl.metrics_url)
@@ -121,7 +159,8 @@ async def cold_start(
             m["cold.peak_rss_mib"] = stats.peak_rss_mib
             m["cold.cpu_s"] = stats.cpu_s
             m["cold.kustomize_cpu_s"] = stats.children_cpu_s
-            m["cold.apiserver_cpu_s"] = cpu_seconds(api.pid)[0] - api_cpu0
+            if api.pid:
+                m["cold.apiserver_cpu_s"] = api_cpu(api) - api_cpu0
             m["cold.requests"] = metric_sum(samples, "rest_client_requests_total")
             m["cold.requests_per_ks"] = m["cold.requests"] / n
             assert ctrl.sampler is not None
@@ -137,7 +176,7 @@ async def cold_start(
 
 
 async def revision_and_noop(
-    cfg: Config, m: Metrics, ctrl: ControllerProcess, api: ApiServerProcess, client: KubeClient,
+    cfg: Config, m: Metrics, ctrl: ControllerProcess, api: Cluster, client: KubeClient,
     artifacts: ArtifactServer, tracker: Tracker, names: list[str], *, objects: int,
 ) -> None:
     n = len(names)
@@ -158,13 +197,13 @@ async def revision_and_noop(
 
 
 async def noop_round(
-    m: Metrics, key: str, ctrl: ControllerProcess, api: ApiServerProcess, client: KubeClient, tracker: Tracker,
+    m: Metrics, key: str, ctrl: ControllerProcess, api: Cluster, client: KubeClient, tracker: Tracker,
     names: list[str],
 ) -> None:
     """One periodic reconcile of every (unchanged) Kustomization, asked for with ``requestedAt``."""
     n = len(names)
     before = await _settled(ctrl)
-    cpu0, api0, modified0 = ctrl.stats().cpu_s, cpu_seconds(api.pid)[0], tracker.modified
+    cpu0, api0, modified0 = ctrl.stats().cpu_s, api_cpu(api), tracker.modified
     token = f"bench-{key}-{time.time_ns()}"
     started = time.perf_counter()
     await request_reconcile(client, names, token)
@@ -179,17 +218,17 @@ async def noop_round(
     # every write of a Kustomization is one MODIFIED event; one of them is the driver's requestedAt patch
     m[f"{key}.status_writes_per_reconcile"] = (tracker.modified - modified0) / n - 1
     m[f"{key}.cpu_ms_per_reconcile"] = (ctrl.stats().cpu_s - cpu0) * 1000 / n
-    m[f"{key}.apiserver_cpu_ms_per_reconcile"] = (cpu_seconds(api.pid)[0] - api0) * 1000 / n
+    if api.pid:
+        m[f"{key}.apiserver_cpu_ms_per_reconcile"] = (api_cpu(api) - api0) * 1000 / n
 
 
 async def restart_with_verified(
-    cfg: Config, m: Metrics, api: ApiServerProcess, client: KubeClient, tracker: Tracker, names: list[str],
+    cfg: Config, m: Metrics, api: Cluster, client: KubeClient, tracker: Tracker, names: list[str],
 ) -> None:
     """Restart on the variant with ``VerifiedApplies`` wired (bench/controller_main.py): the start-up
     reconcile of every Kustomization finds an empty cache; the rounds after it skip the dry-runs."""
     n = len(names)
-    ctrl = ControllerProcess(kubeconfig=api.kubeconfig, flags=cfg.flags, workdir=cfg.workdir,
-                             name=f"verified-{n}", module="bench.controller_main")
+    ctrl = controller(cfg, api, name=f"verified-{n}", module="bench.controller_main")
     started = time.perf_counter()
     async with ctrl:
         loop = asyncio.get_running_loop()
@@ -215,7 +254,7 @@ async def latency(cfg: Config, n: int = 100, *, samples: int = 100, into: Metric
     ready_lat: list[float] = []
     async with cluster(cfg, f"latency-{n}") as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait)
-        ctrl = ControllerProcess(kubeconfig=api.kubeconfig, flags=cfg.flags, workdir=cfg.workdir, name="latency")
+        ctrl = controller(cfg, api, name="latency")
         async with ctrl:
             await tracker.wait_ready(expected, within=max(300.0, n * 1.0))
             await _settled(ctrl, quiet=1.0)
@@ -313,9 +352,9 @@ async def failover(cfg: Config, n: int = 10, *, into: Metrics | None = None) -> 
     flags = [*cfg.flags, "--enable-leader-election"]
     async with cluster(cfg, "failover") as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait)
-        a = ControllerProcess(kubeconfig=api.kubeconfig, flags=flags, workdir=cfg.workdir, name="leader-a")
-        b = ControllerProcess(kubeconfig=api.kubeconfig, flags=flags, workdir=cfg.workdir, name="leader-b")
-        c = ControllerProcess(kubeconfig=api.kubeconfig, flags=flags, workdir=cfg.workdir, name="leader-c")
+        a = controller(cfg, api, name="leader-a", flags=flags)
+        b = controller(cfg, api, name="leader-b", flags=flags)
+        c = controller(cfg, api, name="leader-c", flags=flags)
         try:
             await a.start()
             await tracker.wait_ready(expected, within=120.0)

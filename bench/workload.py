@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -25,12 +26,17 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from kustomize_controller.kube.client import KubeClient
-from kustomize_controller.kube.errors import AlreadyExistsError, GoneError, KubeError
+from kustomize_controller.kube.discovery import NoKindMatchError
+from kustomize_controller.kube.errors import AlreadyExistsError, GoneError, KubeError, NotFoundError
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
-FLUX_NS = "flux-system"
-APPS_NS = "apps"
+# On the embedded API server the namespaces are upstream's; against a real cluster (BENCH_KUBECONFIG)
+# they are the benchmark's own (BENCH_NAMESPACE, default "bench-flux", and "<it>-apps"), which every
+# scenario deletes when it ends.
+EXTERNAL_KUBECONFIG = os.environ.get("BENCH_KUBECONFIG", "")
+FLUX_NS = os.environ.get("BENCH_NAMESPACE", "bench-flux") if EXTERNAL_KUBECONFIG else "flux-system"
+APPS_NS = f"{FLUX_NS}-apps" if EXTERNAL_KUBECONFIG else "apps"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 
@@ -135,8 +141,13 @@ def crd_documents() -> list[dict[str, Any]]:
 
 
 async def install_crds(client: KubeClient) -> None:
+    """Install the CRDs; on a real cluster only the missing ones (never overwrite an installed Flux)."""
     crds = crd_documents()
     for crd in crds:
+        if EXTERNAL_KUBECONFIG:
+            with contextlib.suppress(NotFoundError):
+                await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"])
+                continue
         await client.apply(crd, field_manager="bench", force=True)
     for crd in crds:
         for _ in range(300):
@@ -153,6 +164,30 @@ async def create_namespaces(client: KubeClient, *names: str) -> None:
     for name in names:
         with contextlib.suppress(AlreadyExistsError):
             await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+async def delete_namespaces(client: KubeClient, *, within: float = 300.0) -> None:
+    """Remove the benchmark's namespaces from a real cluster (Kustomization finalizers dropped first,
+    since no controller is left to handle them) and wait until they are gone."""
+    with contextlib.suppress(NotFoundError, NoKindMatchError):  # NoKindMatch: the CRD is not installed yet
+        for ks in await client.list(KS_API, "Kustomization", FLUX_NS):
+            if ks["metadata"].get("finalizers"):
+                await client.patch(KS_API, "Kustomization", ks["metadata"]["name"], FLUX_NS,
+                                   {"metadata": {"finalizers": None}}, patch_type="merge")
+    for name in (FLUX_NS, APPS_NS):
+        with contextlib.suppress(NotFoundError):
+            await client.delete("v1", "Namespace", name)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for name in (FLUX_NS, APPS_NS):
+        while loop.time() < deadline:
+            try:
+                await client.get("v1", "Namespace", name)
+            except NotFoundError:
+                break
+            await asyncio.sleep(1.0)
+        else:
+            raise TimeoutError(f"Namespace/{name} still exists after {within:.0f} s")
 
 
 async def bounded(coros: Iterable[Any], *, limit: int = 8) -> list[Any]:
