@@ -39,6 +39,7 @@ from kustomize_controller.apply.prune import delete_all
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.apply.staging import GroupKind
 from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
+from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import ArtifactNotFoundError, KustomizeError
@@ -82,6 +83,11 @@ class ApplyStep:
         self._pipeline = pipeline
         self._clock = clock
         self._options = options
+        # Objects proven in sync by a dry-run, kept across reconciles: a periodic no-op reconcile
+        # then costs one GET per object instead of GET + dry-run. Any write to an object (an
+        # out-of-band edit included) changes its resourceVersion, so drift is still dry-run and
+        # reverted; a restart simply starts with an empty cache (apply/verified.py).
+        self._verified = VerifiedApplies()
 
     async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
         ks = ctx.ks
@@ -214,7 +220,9 @@ class ApplyStep:
         ctx.mark_reconciling(f"Detecting drift for revision {ctx.revision} with a timeout of {timeout}")
         await ctx.patch()
 
-        manager = ResourceManager(client=client, clock=self._clock, concurrency=self._options.concurrent_ssa)
+        manager = ResourceManager(
+            client=client, clock=self._clock, concurrency=self._options.concurrent_ssa, verified=self._verified
+        )
         change_set = ChangeSet()
         if objects:
             try:
