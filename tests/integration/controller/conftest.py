@@ -140,6 +140,14 @@ class ControllerEnv:
         await started.wait()
         try:
             yield seen
+            # Callers wait by polling GET, which can see a version before the watch delivers it:
+            # catch up to the current resourceVersion before the stream closes (bounded).
+            with contextlib.suppress(NotFoundError):
+                latest = (await self.get_ks(name))["metadata"]["resourceVersion"]
+                for _ in range(500):
+                    if any(o["metadata"]["resourceVersion"] == latest for o in seen) or task.done():
+                        break
+                    await asyncio.sleep(0.02)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
