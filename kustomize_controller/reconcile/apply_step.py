@@ -220,8 +220,13 @@ class ApplyStep:
         ctx.mark_reconciling(f"Detecting drift for revision {ctx.revision} with a timeout of {timeout}")
         await ctx.patch()
 
+        # The cache only serves the controller's own identity: for an impersonated tenant (or a remote
+        # cluster) every dry-run also re-checks its permissions, so a revoked right still fails as upstream.
         manager = ResourceManager(
-            client=client, clock=self._clock, concurrency=self._options.concurrent_ssa, verified=self._verified
+            client=client,
+            clock=self._clock,
+            concurrency=self._options.concurrent_ssa,
+            verified=self._verified if client is self._client else None,
         )
         change_set = ChangeSet()
         if objects:
