@@ -2,7 +2,7 @@
 
 - ``ApiServerProcess``: the embedded API server as its own process (so its CPU is not the controller's
   or the driver's), with ``--simulate-workloads`` (Deployments report Available as on a real cluster),
-  started through ``bench.apiserver_main`` (a fix of a watch stall, see there).
+  started as ``python -m kustomize_controller.testing.apiserver``.
 - ``ControllerProcess``: ``python -m kustomize_controller`` with the flags given; ``stats()`` reads
   its peak RSS (``VmHWM``, the kernel's high-water mark of this very process), its own CPU seconds
   and the CPU seconds of its reaped children (the kustomize builds); a ``ChildSampler`` polls the
@@ -171,7 +171,7 @@ class ApiServerProcess:
     async def __aenter__(self) -> ApiServerProcess:
         log = _log_file(self.workdir / "apiserver.log")
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.apiserver_main", "--port", "0",
+            sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
             "--kubeconfig-out", self.kubeconfig, "--simulate-workloads", "--history-size", "200000",
             stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
             preexec_fn=_die_with_parent,
