@@ -44,17 +44,8 @@ class Patcher(Protocol):
 
 
 def status_document(ks: Kustomization) -> dict[str, Any]:
-    """The full status as JSON.
-
-    API models omit defaulted fields that were never set explicitly (round-trip fidelity), but a
-    reconciler fills lists such as ``conditions`` in place, which does not mark them as set: every
-    non-empty field is marked here so the written status is complete.
-    """
-    status = ks.status
-    status.model_fields_set.update(
-        name for name in type(status).model_fields if getattr(status, name) not in (None, [], {})
-    )
-    dumped: dict[str, Any] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    """The full status as JSON (the API models also write fields changed in place, e.g. conditions)."""
+    dumped: dict[str, Any] = ks.status.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dumped
 
 
