@@ -78,7 +78,7 @@ def summary(data: dict[str, Any]) -> list[str]:
         )
     for size in sorted({k[1] for k in table if k[0] == "cold"}):
         key = ("cold", size)
-        for label, round_ in (("as shipped", "noop2"), ("with VerifiedApplies wired", "verified_noop2")):
+        for label, round_ in (("first run", "noop2"), ("after a restart", "verified_noop2")):
             total = _median(table, key, f"{round_}.requests_per_reconcile")
             if total is None:
                 continue

@@ -225,10 +225,10 @@ async def noop_round(
 async def restart_with_verified(
     cfg: Config, m: Metrics, api: Cluster, client: KubeClient, tracker: Tracker, names: list[str],
 ) -> None:
-    """Restart on the variant with ``VerifiedApplies`` wired (bench/controller_main.py): the start-up
-    reconcile of every Kustomization finds an empty cache; the rounds after it skip the dry-runs."""
+    """Restart the controller: the start-up reconcile of every Kustomization finds an empty
+    ``VerifiedApplies`` cache and pays the dry-runs once; the rounds after it skip them."""
     n = len(names)
-    ctrl = controller(cfg, api, name=f"verified-{n}", module="bench.controller_main")
+    ctrl = controller(cfg, api, name=f"verified-{n}")
     started = time.perf_counter()
     async with ctrl:
         loop = asyncio.get_running_loop()
