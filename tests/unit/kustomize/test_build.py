@@ -109,6 +109,18 @@ async def test_build_runs_with_scrubbed_environment(tmp_path: Path, monkeypatch:
     out = (await builder_for(fake, RealClock()).build(tmp_path, root=tmp_path, workdir=work,
                                                       allow_remote=True)).decode()
     assert "PATH=/usr/local/bin:/usr/bin:/bin" in out and "HTTPS_PROXY" not in out
+    assert "GOMAXPROCS=1\n" in out
+
+
+async def test_build_go_max_procs_can_be_left_to_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOMAXPROCS", "7")  # the controller's own environment never leaks into a build
+    fake = script(tmp_path / "kustomize", "/usr/bin/env\n")
+    out = (await builder_for(fake, RealClock(), go_max_procs=None).build(
+        tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=False)).decode()
+    assert "GOMAXPROCS" not in out
+    out = (await builder_for(fake, RealClock(), go_max_procs=3).build(
+        tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=False)).decode()
+    assert "GOMAXPROCS=3\n" in out
 
 
 async def test_build_failure_message(tmp_path: Path) -> None:
