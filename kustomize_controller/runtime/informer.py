@@ -25,6 +25,10 @@ Scoping: ``label_selector``/``field_selector`` restrict what is listed and watch
 stops matching arrives as DELETED); ``metadata_only=True`` keeps only ``apiVersion``, ``kind`` and
 ``metadata`` (PartialObjectMetadata), for ConfigMaps and Secrets.
 
+Cached objects carry no ``metadata.managedFields`` (controller-runtime's
+``TransformStripManagedFields``, which Flux sets for every cache): the field can be larger than the
+rest of the object and nothing reads it from a cache; code that needs it GETs the object.
+
 Not promised: that every intermediate state is seen (updates may be folded; a delete + re-create
 under one name can arrive as one update: compare ``metadata.uid``); the resync is off by default.
 """
@@ -217,7 +221,7 @@ class Informer:
                 continue_token=token,
                 metadata_only=self.metadata_only,
             )
-            items.extend(page.get("items") or [])
+            items.extend(_strip(item) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             token = meta.get("continue") or None
@@ -260,6 +264,7 @@ class Informer:
 
     def _handle(self, etype: str, obj: Obj) -> None:
         self.stats.events += 1
+        obj = _strip(obj)
         rv = resource_version(obj)
         if etype in ("ADDED", "MODIFIED"):
             old = self.store.upsert(obj)
@@ -302,6 +307,14 @@ class Informer:
             fn(*args)
         except Exception:
             self._log.exception("informer event handler failed")
+
+
+def _strip(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` in place (the object is freshly decoded and ours)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def final_object(obj: Obj | DeletedFinalStateUnknown) -> Obj:

@@ -218,3 +218,28 @@ async def test_cache_sync_timeout_names_the_unsynced_informer() -> None:
         await waiter
     assert inf.stats.errors >= 1 and not inf.has_synced()
     task.cancel()
+
+
+async def test_cached_objects_carry_no_managed_fields() -> None:
+    api, clock = ScriptedApi(), FakeClock()
+    client = api.client()
+    fields = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:data": {}}}]
+    listed = cm("a", k="v")
+    listed["metadata"]["managedFields"] = fields
+    await client.create(listed)
+    watched = cm("b")
+    watched["metadata"].update(resourceVersion=str(api.rv + 1), managedFields=fields)
+    api.streams = [[line("ADDED", watched)]]
+    inf = make(api, clock)
+    rec = Recorder()
+    inf.add_handler(rec.handler())
+    task = asyncio.create_task(inf.run())
+    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await settle()
+    assert rec.events == [("add-initial", "a"), ("add", "b")]
+    for key in ("ns/a", "ns/b"):
+        obj = inf.get(key)
+        assert obj is not None and "managedFields" not in obj["metadata"]
+    a = inf.get("ns/a")
+    assert a is not None and a["data"] == {"k": "v"} and a["metadata"]["name"] == "a"
+    task.cancel()
