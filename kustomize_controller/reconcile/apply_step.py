@@ -6,6 +6,14 @@ and raises ``PipelineFailure`` carrying the message; the reconciler turns it int
 raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. Nothing is written
 to the cluster before the build succeeded, and the inventory only moves after a successful apply
 (survivors of a failed prune are merged back).
+
+Progress publication: a reconcile that re-verifies the revision already applied (``reverifying``:
+Ready=True for the current generation and ``lastAppliedRevision`` equal to the artifact's) keeps its
+progress conditions in memory and writes only the final status, which is the same document upstream
+ends with (Ready=True "Applied revision", no Reconciling). A periodic no-op reconcile therefore costs
+one status write instead of four or five, and Ready does not flap to Unknown every interval. As soon
+as the apply changed or deleted something, progress is published again from the next step on
+(health checks of a corrected drift are visible as upstream's). Failures are always written.
 """
 
 from __future__ import annotations
@@ -77,6 +85,17 @@ class ApplyStepOptions:
     health_interval: float = 5.0
 
 
+def reverifying(ctx: ReconcileContext) -> bool:
+    """True when this reconcile re-checks the revision already applied to the current generation."""
+    status = ctx.ks.status
+    return (
+        bool(ctx.revision)
+        and status.last_applied_revision == ctx.revision
+        and status.observed_generation == ctx.generation
+        and conditions.is_true(status.conditions, READY)
+    )
+
+
 class ApplyStep:
     def __init__(self, *, client: KubeClient, pipeline: BuildPipeline, clock: Clock, options: ApplyStepOptions) -> None:
         self._client = client
@@ -92,9 +111,10 @@ class ApplyStep:
     async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
         ks = ctx.ks
         timeout = format_duration(ks.get_timeout())
+        ctx.hold_progress = reverifying(ctx)
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
         ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
-        await ctx.patch()
+        await ctx.progress()
         old_inventory = ks.status.inventory.model_copy(deep=True) if ks.status.inventory else None
 
         options = BuildOptions.from_kustomization(
@@ -111,7 +131,7 @@ class ApplyStep:
                     self._fail(ctx, err.reason, str(err))
                 ks.status.last_attempted_revision = ctx.revision
                 ctx.mark_reconciling(f"Building manifests for revision {ctx.revision} with a timeout of {timeout}")
-                await ctx.patch()
+                await ctx.progress()
 
                 try:
                     client = await stack.enter_async_context(
@@ -218,7 +238,7 @@ class ApplyStep:
         objects = result.objects
         prepare_objects(objects, owner=owner_labels(name, namespace))
         ctx.mark_reconciling(f"Detecting drift for revision {ctx.revision} with a timeout of {timeout}")
-        await ctx.patch()
+        await ctx.progress()
 
         # The cache only serves the controller's own identity: for an impersonated tenant (or a remote
         # cluster) every dry-run also re-checks its permissions, so a revoked right still fails as upstream.
@@ -245,6 +265,7 @@ class ApplyStep:
         changes = str(change_set.changes())
         drifted = bool(changes)
         if changes:
+            ctx.hold_progress = False
             await ctx.event(changes)
 
         new_inventory = from_change_set(change_set)
@@ -258,6 +279,7 @@ class ApplyStep:
                 self._history(ctx, result.digest, Reason.PRUNE_FAILED)
                 self._fail(ctx, Reason.PRUNE_FAILED, str(err))
             if pruned:
+                ctx.hold_progress = False
                 _log.info(f"garbage collection completed: {pruned}")
                 await ctx.event(str(pruned))
 
@@ -303,7 +325,7 @@ class ApplyStep:
         message = f"Running health checks for revision {ctx.revision} with a timeout of {format_duration(timeout)}"
         ctx.mark_reconciling(message)
         ctx.mark_unknown(HEALTHY, Reason.PROGRESSING, message)
-        await ctx.patch()
+        await ctx.progress()
         started = self._clock.monotonic()
         poller = StatusPoller(client=client, clock=self._clock, readers=readers)
         waiting = wait_for_set(
@@ -330,7 +352,7 @@ class ApplyStep:
         if not was_healthy or (is_new_revision and drifted):
             await ctx.event(passed)
         ctx.mark_true(HEALTHY, Reason.SUCCEEDED, passed)
-        await ctx.patch()
+        await ctx.progress()
 
     def _current_digest(self, ctx: ReconcileContext) -> str:
         return str(ctx.extra.get("digest", ""))

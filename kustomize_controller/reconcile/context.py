@@ -3,6 +3,10 @@
 ``ReconcileContext`` binds the object's generation and the clock to the condition helpers so the
 pipeline reads like upstream (``ctx.mark_false(READY, reason, msg)``), and patches status through
 the one ``StatusPatcher`` that knows what was written last.
+
+Two kinds of write: ``progress()`` publishes an in-flight state (upstream's "Fetching/Building/
+Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set;
+``patch()`` always writes (the finalizer, the final status of every exit).
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class ReconcileContext:
     extra: dict[str, Any] = field(default_factory=dict)
     interrupt: Interrupt | None = None
     """Fires when the object is enqueued again (gate ``CancelHealthCheckOnNewRevision``)."""
+    hold_progress: bool = False
+    """Set while re-verifying an already applied revision: progress stays in memory, only the final
+    status is written (see ``apply_step.reverifying``)."""
 
     @property
     def generation(self) -> int:
@@ -74,6 +81,10 @@ class ReconcileContext:
 
     async def patch(self) -> None:
         await self.patcher.patch(self.ks)
+
+    async def progress(self) -> None:
+        if not self.hold_progress:
+            await self.patcher.patch(self.ks)
 
     async def event(
         self,

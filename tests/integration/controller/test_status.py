@@ -21,6 +21,11 @@ def squash(values: list[Any]) -> list[Any]:
     return out
 
 
+def condition_time(obj: dict[str, Any], type_: str) -> str:
+    found = [c for c in obj["status"]["conditions"] if c["type"] == type_]
+    return str(found[0]["lastTransitionTime"])
+
+
 def cond(obj: dict[str, Any], type_: str) -> tuple[str, str, str] | None:
     found = condition(obj, type_)
     return (*found, condition_message(obj, type_)) if found else None
@@ -100,3 +105,70 @@ async def test_observed_generation_moves_only_on_success(env: ControllerEnv) -> 
     obj = await env.wait_for("app", lambda o: o["status"].get("observedGeneration") == 3)
     assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
     assert condition(obj, "Reconciling") is None
+
+
+async def test_reverifying_an_applied_revision_writes_only_the_final_status(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a")})
+    rev = artifact["revision"]
+    await env.create(env.kustomization(targetNamespace=ns, healthChecks=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
+    await env.start()
+    before = await env.wait_ready(revision=rev)
+    async with env.versions() as seen:
+        token = await env.request_reconcile()
+        await env.wait_handled(token)
+    # the driver's annotation write, then one status write carrying the whole result
+    status_versions = [o for o in seen if o.get("status") != before.get("status")]
+    assert len(status_versions) == 1, [cond(o, "Reconciling") for o in seen]
+    final = status_versions[0]
+    assert final["status"]["lastHandledReconcileAt"] == token
+    assert cond(final, "Ready") == ("True", "ReconciliationSucceeded", f"Applied revision: {rev}")
+    assert cond(final, "Healthy") is not None and cond(final, "Healthy")[0] == "True"  # type: ignore[index]
+    assert cond(final, "Reconciling") is None
+    assert all(cond(o, "Ready") is not None and cond(o, "Ready")[0] == "True" for o in seen)  # type: ignore[index]
+    # upstream's final document: Ready went through Unknown in memory, so its transition time moved
+    assert condition_time(final, "Ready") >= condition_time(before, "Ready")
+
+
+async def test_reverifying_publishes_progress_again_once_drift_was_corrected(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a", {"key": "value"})})
+    rev = artifact["revision"]
+    await env.create(env.kustomization(targetNamespace=ns, healthChecks=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
+    await env.start()
+    await env.wait_ready(revision=rev)
+    await env.client.patch("v1", "ConfigMap", "a", ns, {"data": {"key": "edited"}}, patch_type="merge")
+    async with env.versions() as seen:
+        token = await env.request_reconcile()
+        await env.wait_handled(token)
+    assert (await env.get("v1", "ConfigMap", "a"))["data"] == {"key": "value"}  # drift reverted
+    timeout = "9m30s"
+    reconciling = squash([cond(o, "Reconciling") for o in seen if cond(o, "Reconciling")])
+    # fetching, building and drift detection stayed in memory; the health check of the corrected
+    # object is published as upstream publishes it
+    assert [m for _, _, m in reconciling] == [f"Running health checks for revision {rev} with a timeout of {timeout}"]
+    ready = squash([cond(o, "Ready") for o in seen if cond(o, "Ready")])
+    assert ready == [("True", "ReconciliationSucceeded", f"Applied revision: {rev}"),
+                     ("Unknown", "Progressing", "Reconciliation in progress"),
+                     ("True", "ReconciliationSucceeded", f"Applied revision: {rev}")]
+
+
+async def test_a_failure_while_reverifying_is_written(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a", {"key": "${greeting}"})})
+    rev = artifact["revision"]
+    await env.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "vars", "namespace": ns}, "data": {"greeting": "hi"}})
+    await env.create(env.kustomization(targetNamespace=ns, postBuild={
+        "substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}))
+    await env.start()
+    await env.wait_ready(revision=rev)
+    # same revision and generation, but the substitution source is gone: the failure is published
+    await env.client.delete("v1", "ConfigMap", "vars", ns)
+    token = await env.request_reconcile()
+    obj = await env.wait_handled(token)
+    ready = cond(obj, "Ready")
+    assert ready is not None and ready[0] == "False" and "vars" in ready[2], ready
+    assert (await env.get("v1", "ConfigMap", "a"))["data"] == {"key": "hi"}  # nothing applied is lost
