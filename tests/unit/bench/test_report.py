@@ -341,14 +341,6 @@ def test_render_the_stored_results() -> None:
         assert report._fmt(statistics.median(seconds)) in row(text.splitlines(), "| cold start, 100 Kustomizations ")
 
 
-STRICT_TARGET_BUG = (
-    "bench/report.py:54 _verdict compares with <=, but the cold-start (line 68, '< 60 s'), peak-RSS (line 76, "
-    "'< 150 MiB') and latency (line 98, '< 100 ms') targets are strict (issue 9: 'under'), so a median exactly "
-    "on the target prints 'met'"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=STRICT_TARGET_BUG)
 @pytest.mark.parametrize(
     ("result", "start"),
     [
