@@ -27,9 +27,10 @@ def _collect(results: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, l
 
 
 def _fmt(value: float) -> str:
-    if abs(value) >= 100:
+    # judged on the rounded value, so that 99.96 prints "100", not "100.0"
+    if abs(round(value, 1)) >= 100:
         return f"{value:.0f}"
-    if abs(value) >= 10:
+    if abs(round(value, 2)) >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
 

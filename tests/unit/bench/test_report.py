@@ -352,3 +352,8 @@ def test_render_the_stored_results() -> None:
 def test_strict_targets_are_not_met_on_the_boundary(result: dict[str, Any], start: str) -> None:
     line = row(report.summary(data_of([result])), start)
     assert line.endswith("| **not met** |"), line
+
+
+@pytest.mark.parametrize(("value", "text"), [(99.96, "100"), (9.996, "10.0"), (99.94, "99.9"), (-99.96, "-100")])
+def test_fmt_chooses_decimals_after_rounding(value: float, text: str) -> None:
+    assert report._fmt(value) == text
