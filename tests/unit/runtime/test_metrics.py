@@ -1,8 +1,16 @@
+from typing import Any
+
+import pytest
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.kube.metrics import RestClientMetrics
 from kustomize_controller.runtime.clock import FakeClock
-from kustomize_controller.runtime.metrics import RECONCILE_TIME_BUCKETS, WORKQUEUE_BUCKETS, RuntimeMetrics
+from kustomize_controller.runtime.metrics import (
+    RECONCILE_TIME_BUCKETS,
+    WORKQUEUE_BUCKETS,
+    RuntimeMetrics,
+    render_text,
+)
 
 
 def test_bucket_layouts_match_controller_runtime() -> None:
@@ -72,3 +80,62 @@ async def test_discarded_keys_leave_the_depth() -> None:
     await q.get()
     q.shut_down(discard_queued=True)
     assert registry.get_sample_value("workqueue_depth", {"name": "k", "controller": "k", "priority": ""}) == 0
+
+
+def _reference_exposition(families: list[Any]) -> bytes:
+    """prometheus_client's own renderer over the same families, minus ``*_created`` samples."""
+    from prometheus_client import generate_latest
+
+    class WithoutCreated:
+        def collect(self) -> Any:
+            for family in families:
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+                yield family
+
+    return generate_latest(WithoutCreated())  # type: ignore[arg-type]
+
+
+def test_exposition_is_byte_identical_to_prometheus_client() -> None:
+    from prometheus_client import Counter, Gauge, Histogram, Info, Summary
+    from prometheus_client.core import GaugeHistogramMetricFamily
+
+    from kustomize_controller.reconcile.metrics import GotkMetrics
+
+    metrics = RuntimeMetrics(clock=FakeClock())
+    gotk = GotkMetrics(metrics.registry)
+    tricky = ['plain', 'quote"d', "back\\slash", "new\nline", "ünïcödé", ""]
+    for i, name in enumerate(tricky):
+        gotk.record_duration(name=name, namespace="ns", seconds=0.001 * 10**i)
+        gotk.record_condition(name=name, namespace="ns", type_="Ready", status="True")
+        gotk.record_suspend(name=name, namespace="ns", suspended=i % 2 == 0)
+    r = metrics.registry
+    Counter("odd_total", "help with \\ and\nnewline", ["l"], registry=r).labels(l="x").inc(1e21)
+    Gauge("special_values", "inf, nan, big", ["v"], registry=r).labels(v="a").set(float("inf"))
+    Gauge("special_neg", "minus inf", registry=r).set(float("-inf"))
+    Gauge("special_nan", "nan", registry=r).set(float("nan"))
+    Histogram("hist_seconds", "a histogram", buckets=(1e-9, 0.5, 1234567.0), registry=r).observe(3)
+    Summary("summ_seconds", "a summary", registry=r).observe(2.5)
+    Info("build", "build info", registry=r).info({"version": "v1", "commit": "abc"})
+
+    class GaugeHistograms:
+        def collect(self) -> Any:
+            yield GaugeHistogramMetricFamily("queue_sizes", "gauge histogram", buckets=[("1", 2.0), ("+Inf", 3.0)],
+                                             gsum_value=4.0)
+
+    r.register(GaugeHistograms())  # type: ignore[arg-type]
+    metrics.controller("kustomization", max_concurrent=4)
+    assert metrics.exposition().startswith(b"# HELP ")
+    families = list(r.collect())  # one collection for both renderers: process metrics move between calls
+    ours = render_text(families)
+    assert ours == _reference_exposition(families)
+    assert b"_created" not in ours
+    assert b'name="quote\\"d"' in ours and b"+Inf" in ours
+
+
+def test_exposition_refuses_names_outside_the_legacy_character_set() -> None:
+    from prometheus_client import Gauge
+
+    metrics = RuntimeMetrics(clock=FakeClock())
+    Gauge("fine", "ok", ["bad.label"], registry=metrics.registry).labels(**{"bad.label": "x"}).set(1)
+    with pytest.raises(ValueError, match=r"bad\.label"):
+        metrics.exposition()
