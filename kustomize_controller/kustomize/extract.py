@@ -20,6 +20,7 @@ processes that no longer run (a crashed controller), never those of a live proce
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -118,6 +119,7 @@ class Workspace:
 
     def __init__(self, base: Path | None = None) -> None:
         self.base = base or Path(tempfile.gettempdir()) / "kustomize-controller"
+        self._resolved: Path | None = None
 
     def _ensure_base(self) -> Path:
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -137,13 +139,21 @@ class Workspace:
         return removed
 
     def create(self) -> Path:
-        base = self._ensure_base()
-        return Path(tempfile.mkdtemp(prefix=f"kustomization-{os.getpid()}-", dir=base))
+        prefix = f"kustomization-{os.getpid()}-"
+        if self._resolved is not None:
+            try:
+                return Path(tempfile.mkdtemp(prefix=prefix, dir=self._resolved))
+            except FileNotFoundError:
+                pass  # the base was removed under us (a /tmp cleaner): create it again
+        self._resolved = self._ensure_base()
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self._resolved))
 
     @contextlib.asynccontextmanager
     async def tempdir(self) -> AsyncIterator[Path]:
-        path = self.create()
+        """A fresh directory, removed on exit. Creation and removal run in a worker thread: removing
+        a checkout is a burst of unlink/rmdir syscalls that would otherwise stall the event loop."""
+        path = await asyncio.to_thread(self.create)
         try:
             yield path
         finally:
-            shutil.rmtree(path, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -177,3 +178,13 @@ def test_sweep_removes_only_dirs_of_dead_processes(tmp_path: Path) -> None:
     unrelated.mkdir()
     assert ws.sweep() == [dead]
     assert mine.exists() and alive.exists() and unrelated.exists() and not dead.exists()
+
+
+async def test_workspace_recreates_its_base_when_a_cleaner_removed_it(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    async with ws.tempdir() as first:
+        assert first.parent == (tmp_path / "ws").resolve()
+    shutil.rmtree(tmp_path / "ws")
+    async with ws.tempdir() as second:
+        assert second.is_dir() and second.parent == (tmp_path / "ws").resolve()
+    assert list((tmp_path / "ws").iterdir()) == []
