@@ -146,7 +146,9 @@ def _run_controller(argv: list[str], out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return 2
     from kustomize_controller.app import run_controller
+    from kustomize_controller.kube.transport import limit_tls_read_buffer
 
+    limit_tls_read_buffer()
     return asyncio.run(run_controller(settings))
 
 
@@ -158,7 +160,9 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
 
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from kustomize_controller.demo import main as demo_main
+    from kustomize_controller.kube.transport import limit_tls_read_buffer
 
+    limit_tls_read_buffer()
     return demo_main(args, out, err)
 
 

@@ -116,6 +116,25 @@ def _transport_error(err: BaseException, request: HttpRequest) -> TransportError
     return TransportError(f"{request.method} {request.url} {what}".strip(), method=request.method, url=request.url)
 
 
+TLS_READ_BUFFER = 16 * 1024  # one maximal TLS record
+
+
+def limit_tls_read_buffer(size: int = TLS_READ_BUFFER) -> None:
+    """Make asyncio's TLS connections read through a ``size``-byte buffer instead of 256 KiB.
+
+    Process configuration, for entry points only (it sets a class attribute of the standard library,
+    ``asyncio.sslproto.SSLProtocol.max_size``, which every later TLS connection reads when it is made).
+    Python 3.11 gives every TLS connection a 256 KiB receive buffer; with the client's pool of up to 100
+    connections to the API server that was the largest single share of the controller's memory growth
+    (measured: 16-18 MiB less RSS at 500 Kustomizations with 16 KiB, no slower). Does nothing on an
+    interpreter without the attribute.
+    """
+    import asyncio.sslproto
+
+    if hasattr(asyncio.sslproto.SSLProtocol, "max_size"):
+        asyncio.sslproto.SSLProtocol.max_size = size
+
+
 class AiohttpTransport:
     """Sends requests on a shared ``aiohttp.ClientSession``."""
 

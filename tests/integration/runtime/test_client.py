@@ -159,3 +159,23 @@ async def test_connection_refused_is_a_transport_error_and_counted() -> None:
     assert is_transient(err.value)
     labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{port}"}
     assert registry.get_sample_value("rest_client_requests_total", labels) == 1
+
+
+async def test_large_responses_through_the_small_tls_read_buffer(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio.sslproto
+
+    from kustomize_controller.kube.transport import TLS_READ_BUFFER, limit_tls_read_buffer
+
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", asyncio.sslproto.SSLProtocol.max_size)
+    limit_tls_read_buffer()  # as the controller's entry point does; restored by monkeypatch afterwards
+    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER
+    ns = cluster.namespace
+    big = "".join(chr(ord("a") + i % 26) for i in range(900_000))  # ~55 TLS records in one response
+    async with await make_client(cluster) as client:
+        for i in range(3):
+            await client.create(configmap(f"big-{i}", ns, blob=big[i:] + big[:i]))
+        got = await client.get("v1", "ConfigMap", "big-1", ns)
+        assert got["data"]["blob"] == big[1:] + big[:1]
+        listed = await client.list("v1", "ConfigMap", ns)
+        blobs = {o["metadata"]["name"]: o["data"]["blob"] for o in listed if o["metadata"]["name"].startswith("big-")}
+        assert blobs == {f"big-{i}": big[i:] + big[:i] for i in range(3)}
