@@ -21,7 +21,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -168,8 +168,11 @@ async def wait_for_set(
     fail_fast: bool = True,
     jobs_with_ttl: Iterable[HealthTarget] = (),
     max_concurrent_reads: int = 8,
+    on_waiting: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Wait until every target is Current; raise ``HealthCheckError`` otherwise (module contract)."""
+    """Wait until every target is Current; raise ``HealthCheckError`` otherwise (module contract).
+
+    ``on_waiting`` is awaited once, when the first reading is not conclusive and the wait begins."""
     if not targets:
         return
     ttl_jobs = {t.ref for t in jobs_with_ttl}
@@ -198,6 +201,9 @@ async def wait_for_set(
         if remaining <= 0:
             timed_out = True
             break
+        if on_waiting is not None:
+            await on_waiting()
+            on_waiting = None
         await clock.sleep(min(interval, remaining))
         if clock.monotonic() >= deadline:
             timed_out = True

@@ -13,7 +13,9 @@ progress conditions in memory and writes only the final status, which is the sam
 ends with (Ready=True "Applied revision", no Reconciling). A periodic no-op reconcile therefore costs
 one status write instead of four or five, and Ready does not flap to Unknown every interval. As soon
 as the apply changed or deleted something, progress is published again from the next step on
-(health checks of a corrected drift are visible as upstream's). Failures are always written.
+(health checks of a corrected drift are visible as upstream's), and so are health checks that do not
+pass at the first look (a wait that may last until the timeout shows as Ready=Unknown, as upstream's
+does). Failures are always written.
 """
 
 from __future__ import annotations
@@ -326,6 +328,13 @@ class ApplyStep:
         ctx.mark_reconciling(message)
         ctx.mark_unknown(HEALTHY, Reason.PROGRESSING, message)
         await ctx.progress()
+
+        async def publish_wait() -> None:
+            # a re-verification whose objects are not all healthy at the first look: show the wait
+            if ctx.hold_progress:
+                ctx.hold_progress = False
+                await ctx.progress()
+
         started = self._clock.monotonic()
         poller = StatusPoller(client=client, clock=self._clock, readers=readers)
         waiting = wait_for_set(
@@ -336,6 +345,7 @@ class ApplyStep:
             interval=self._options.health_interval,
             fail_fast=self._options.fail_fast,
             jobs_with_ttl=jobs_with_ttl(objects),
+            on_waiting=publish_wait,
         )
         try:
             if ctx.interrupt is None:

@@ -140,3 +140,25 @@ async def test_a_check_on_itself_is_skipped_not_awaited(env: ControllerEnv) -> N
     obj = await env.wait_ready(revision=artifact["revision"])
     # upstream's deadlock guard drops the self-reference, then checks the (empty) rest: Healthy=True
     assert condition(obj, "Healthy") == ("True", "Succeeded")
+
+
+async def test_reverification_publishes_a_health_wait_that_does_not_pass_at_once(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"crd.yaml": WIDGET_CRD, "widget.yaml": WIDGET})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, timeout="2m", healthCheckExprs=WIDGET_EXPRS,
+                                       healthChecks=[{"apiVersion": "test.example.com/v1", "kind": "Widget",
+                                                      "name": "w", "namespace": ns}]))
+    await env.wait_for("app", health_running)
+    await set_widget_phase(env, "Ready")
+    await env.wait_ready(revision=artifact["revision"])
+    # same revision and generation, but the widget is no longer Current: the wait is shown as upstream shows it
+    await set_widget_phase(env, "Pending")
+    await env.request_reconcile()
+    obj = await env.wait_for("app", health_running)
+    assert condition(obj, "Ready") == ("Unknown", "Progressing")
+    assert condition_message(obj, "Reconciling") == (
+        f"Running health checks for revision {artifact['revision']} with a timeout of 2m0s")
+    await set_widget_phase(env, "Ready")
+    obj = await env.wait_for("app", lambda o: condition(o, "Ready") == ("True", "ReconciliationSucceeded"))
+    assert condition(obj, "Healthy") == ("True", "Succeeded")
