@@ -19,6 +19,12 @@ Phase B — writes, sequentially in apply order: the cleanup JSON patch (when ne
 server-side apply of ``created``/``configured`` objects (ignored drifting paths stripped or adopted).
 ``unchanged`` objects are never written.
 
+Detect-only drift (``options.detect_only``, see ``detect_only.py``): an existing object that phase A
+would write — configured, or recreated for an immutable field — but whose desired state the policy
+reports unchanged since it was last applied is left as it is: planned ``unchanged``, no cleanup patch,
+no apply, no delete, and reported to the policy with its drifted paths. Such an object is never
+remembered as verified, so every reconcile dry-runs it again and the drift stays visible.
+
 With a ``VerifiedApplies`` (``verified=``, kept by the caller across reconciles), phase A skips the
 dry-run of an object whose live ``uid``/``resourceVersion`` and desired manifest are the same as at the
 last dry-run that proved it unchanged, and plans it ``unchanged``: a no-op costs one GET per object.
@@ -48,6 +54,7 @@ from typing import Any
 
 from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
 from kustomize_controller.apply.client import ApplyClient
+from kustomize_controller.apply.detect_only import DriftPolicy, HeldDrift, drifted_paths
 from kustomize_controller.apply.drift import (
     DriftResolution,
     IgnoreRule,
@@ -93,6 +100,7 @@ class ApplyOptions:
     wait_interval: float = 2.0
     wait_timeout: float = 60.0
     migrate_api_version: bool = False  # feature gate MigrateAPIVersion (writes in phase A, see docs)
+    detect_only: DriftPolicy | None = None  # drift-detection: warn (module contract)
 
 
 def is_immutable_error(err: BaseException) -> bool:
@@ -168,6 +176,7 @@ class _Plan:
     migrated: bool = False
     resolutions: list[DriftResolution] = field(default_factory=list)
     fingerprint: str = ""
+    held: HeldDrift | None = None
 
 
 class ResourceManager:
@@ -304,6 +313,8 @@ class ResourceManager:
             raise DryRunError(_missing_namespace_message(plan.ref, exc)) from exc
         except KubeError as exc:
             if live is not None and is_immutable_error(exc) and self._should_force(desired, live, options):
+                if self._hold_drift(plan, options, dry_run=None):
+                    return
                 plan.recreate = True
                 plan.write = True
                 plan.entry = ChangeSetEntry.for_object(desired, Action.CREATED)
@@ -311,7 +322,7 @@ class ResourceManager:
             raise DryRunError(dry_run_error_message(plan.ref, exc)) from exc
         self._plan_from_dry_run(plan, dry_run, options)
         if verified is not None and plan.fingerprint:
-            if plan.write:
+            if plan.write or plan.held is not None:
                 verified.forget(plan.ref)
             else:
                 verified.remember(plan.ref, plan.fingerprint, plan.live)
@@ -355,6 +366,8 @@ class ResourceManager:
         if not drifted and not plan.cleanup and not plan.migrated:
             plan.entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
             return
+        if drifted and resource_version(dry_run) and not plan.migrated and self._hold_drift(plan, options, dry_run):
+            return
         plan.write = True
         if live is not None and resource_version(dry_run) and options.ignore_rules:
             plan.resolutions = resolve_ignored_drift(
@@ -362,6 +375,22 @@ class ResourceManager:
             )
         action = Action.CONFIGURED if resource_version(dry_run) else Action.CREATED
         plan.entry = ChangeSetEntry.for_object(source, action)
+
+    def _hold_drift(self, plan: _Plan, options: ApplyOptions, dry_run: Object | None) -> bool:
+        """Detect-only mode: leave an existing, drifted object unwritten when its desired state is unchanged."""
+        policy, live = options.detect_only, plan.live
+        if policy is None or live is None or not policy.unchanged(plan.ref, plan.desired):
+            return False
+        paths = tuple(drifted_paths(live, dry_run, options.ignore_rules)) if dry_run is not None else ()
+        source = dry_run if dry_run is not None and metadata(dry_run).get("name") else plan.desired
+        entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
+        plan.held = HeldDrift(ref=plan.ref, version=entry.version, paths=paths, recreate=dry_run is None)
+        plan.entry = entry
+        plan.write = plan.recreate = False
+        plan.cleanup = []
+        plan.resolutions = []
+        policy.held(plan.held)
+        return True
 
     async def _recreate(self, plan: _Plan, options: ApplyOptions, done: ChangeSet) -> None:
         ref, desired = plan.ref, plan.desired

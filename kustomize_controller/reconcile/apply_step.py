@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
 from kustomize_controller.api.duration import format_duration
 from kustomize_controller.api.meta import Reason
 from kustomize_controller.api.source import Artifact
@@ -57,6 +58,8 @@ from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline,
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
+from kustomize_controller.reconcile.drift_mode import WarnPolicy
+from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
 from kustomize_controller.reconcile.history import upsert
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
@@ -109,9 +112,15 @@ class ApplyStep:
         # out-of-band edit included) changes its resourceVersion, so drift is still dry-run and
         # reverted; a restart simply starts with an empty cache (apply/verified.py).
         self._verified = VerifiedApplies()
+        # drift-detection: warn — the record of what was last applied per object (drift_report.py)
+        self._detect_only = DetectOnlyDrift()
 
     async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
         ks = ctx.ks
+        try:
+            drift_mode(ks.metadata.annotations)  # before anything is fetched or written
+        except InvalidDriftModeError as err:
+            self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
         timeout = format_duration(ks.get_timeout())
         ctx.hold_progress = reverifying(ctx)
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
@@ -211,7 +220,7 @@ class ApplyStep:
 
         return read
 
-    def _apply_options(self, ctx: ReconcileContext) -> ApplyOptions:
+    def _apply_options(self, ctx: ReconcileContext, detect_only: WarnPolicy | None = None) -> ApplyOptions:
         try:
             ignore_rules = compile_ignore_rules(ctx.ks.spec.ignore)
         except IgnoreRuleError as err:
@@ -224,6 +233,7 @@ class ApplyStep:
             custom_stage_kinds=self._options.custom_stage_kinds,
             ignore_rules=ignore_rules,
             migrate_api_version=self._options.migrate_api_version,
+            detect_only=detect_only,
         )
 
     async def _apply_and_check(
@@ -251,11 +261,13 @@ class ApplyStep:
             verified=self._verified if client is self._client else None,
         )
         change_set = ChangeSet()
+        drift_policy = self._detect_only.policy(ctx, digest=result.digest)
         if objects:
             try:
-                change_set = await manager.apply_all_staged(objects, self._apply_options(ctx))
+                change_set = await manager.apply_all_staged(objects, self._apply_options(ctx, drift_policy))
             except ApplyEngineError as err:
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
+                self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())
                 # upstream: "%w\n%s" with one "<entry>\n" line per change of the partial apply
                 message = f"{err}\n" + "".join(f"{entry}\n" for entry in applied)
                 self._history(ctx, result.digest, Reason.RECONCILIATION_FAILED)
@@ -264,6 +276,8 @@ class ApplyStep:
                 _log.info("server-side apply completed", output=change_set.to_grouped_map(), revision=ctx.revision)
             else:
                 _log.info("server-side apply completed", output=change_set.to_map(), revision=ctx.revision)
+        self._detect_only.remember(ctx, drift_policy, objects)
+        await self._detect_only.report(ctx, drift_policy)
         changes = str(change_set.changes())
         drifted = bool(changes)
         if changes:

@@ -6,6 +6,8 @@
   ``gotk_suspend_status{kind,name,namespace}``: removed from upstream kustomize-controller in v1.5
   but still read by community dashboards; we keep them. For a condition all three statuses are
   written, 1 for the current one and 0 for the others.
+- ``gotk_drift_objects{kind,name,namespace}``: number of objects left drifted by the last reconcile
+  of a Kustomization in ``drift-detection: warn`` mode (docs/drift.md); no series in ``enabled`` mode.
 - Every series of an object is removed when the object is deleted (finalizer removed or gone).
 """
 
@@ -46,6 +48,12 @@ class GotkMetrics:
             ["kind", "name", "namespace"],
             registry=registry,
         )
+        self.drift = Gauge(
+            "gotk_drift_objects",
+            "The number of objects drifted from the applied revision and not corrected (drift-detection: warn).",
+            ["kind", "name", "namespace"],
+            registry=registry,
+        )
         self._conditions_seen: dict[tuple[str, str], set[str]] = {}
 
     def record_duration(self, *, name: str, namespace: str, seconds: float) -> None:
@@ -59,8 +67,16 @@ class GotkMetrics:
             self.condition.labels(KIND, name, namespace, type_, candidate).set(1 if candidate == status else 0)
         self._conditions_seen.setdefault((namespace, name), set()).add(type_)
 
+    def record_drift(self, *, name: str, namespace: str, objects: int | None) -> None:
+        """Set the drift gauge, or remove its series (``None``: not in warn mode)."""
+        if objects is None:
+            with contextlib.suppress(KeyError):
+                self.drift.remove(KIND, name, namespace)
+            return
+        self.drift.labels(KIND, name, namespace).set(objects)
+
     def delete(self, *, name: str, namespace: str) -> None:
-        for metric in (self.duration, self.suspend):
+        for metric in (self.duration, self.suspend, self.drift):
             with contextlib.suppress(KeyError):
                 metric.remove(KIND, name, namespace)
         for type_ in self._conditions_seen.pop((namespace, name), set()):

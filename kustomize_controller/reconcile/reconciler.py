@@ -43,6 +43,7 @@ from kustomize_controller.reconcile.dependencies import (
     DependencyTerminalError,
     check_dependencies,
 )
+from kustomize_controller.reconcile.drift_report import DRIFT_OBJECTS_KEY
 from kustomize_controller.reconcile.finalizer import finalize
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, HealthCheckCanceledError
 from kustomize_controller.reconcile.metrics import GotkMetrics
@@ -150,6 +151,8 @@ class KustomizationReconciler:
             return
         self._metrics.record_duration(name=name, namespace=namespace, seconds=ctx.elapsed())
         self._metrics.record_suspend(name=name, namespace=namespace, suspended=ks.spec.suspend)
+        if DRIFT_OBJECTS_KEY in ctx.extra:  # set by the apply step: a count in warn mode, None otherwise
+            self._metrics.record_drift(name=name, namespace=namespace, objects=ctx.extra[DRIFT_OBJECTS_KEY])
         for condition in ks.status.conditions:
             self._metrics.record_condition(
                 name=name, namespace=namespace, type_=condition.type, status=condition.status

@@ -5,7 +5,9 @@ Pure functions over plain objects; the application wires them to informers and t
 - **Kustomization events**: a create always enqueues; an update enqueues when ``metadata.generation``
   changed, the ``reconcile.fluxcd.io/requestedAt`` annotation changed, or deletion started
   (``deletionTimestamp`` appeared — the API server bumps generation then, but we do not rely on it).
-  Status-only and label-only updates do not.
+  Status-only and label-only updates do not. Beyond upstream: a change of the
+  ``kustomize.toolkit.fluxcd.io/drift-detection`` annotation also enqueues (it stands in for a spec
+  field, docs/drift.md), so switching back to ``enabled`` corrects drift at once.
 - **Source events**: Kustomizations are indexed by ``<kind>`` → ``<sourceNamespace>/<sourceName>``
   (the source namespace defaults to the Kustomization's). A source update passes when its artifact
   appeared or its revision changed; creates and deletes pass. Mapping: no artifact → nothing; else
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kustomize_controller.api.drift import DRIFT_DETECTION_ANNOTATION
 from kustomize_controller.api.meta import RECONCILE_REQUEST_ANNOTATION
 from kustomize_controller.reconcile.ordering import Dependent, ObjectKey, sort_dependents
 
@@ -46,10 +49,16 @@ def _requested_at(obj: Obj) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _annotation(obj: Obj, key: str) -> Any:
+    return (_meta(obj).get("annotations") or {}).get(key)
+
+
 def kustomization_update_passes(old: Obj, new: Obj) -> bool:
     if _meta(old).get("generation") != _meta(new).get("generation"):
         return True
     if _requested_at(old) != _requested_at(new):
+        return True
+    if _annotation(old, DRIFT_DETECTION_ANNOTATION) != _annotation(new, DRIFT_DETECTION_ANNOTATION):
         return True
     return _meta(old).get("deletionTimestamp") is None and _meta(new).get("deletionTimestamp") is not None
 

@@ -91,3 +91,11 @@ def test_config_indexes_and_mapping() -> None:
     assert [str(k) for k in requests_for_config([ks("x", deps=["y"]), ks("y")])] == ["apps/y", "apps/x"]
     assert config_update_passes({"metadata": {"resourceVersion": "1"}}, {"metadata": {"resourceVersion": "2"}})
     assert not config_update_passes({"metadata": {"resourceVersion": "1"}}, {"metadata": {"resourceVersion": "1"}})
+
+
+def test_drift_detection_annotation_change_enqueues() -> None:
+    key = "kustomize.toolkit.fluxcd.io/drift-detection"
+    warn = ks("a", annotations={key: "warn"})
+    assert kustomization_update_passes(ks("a"), warn)
+    assert kustomization_update_passes(warn, ks("a", annotations={key: "enabled"}))
+    assert not kustomization_update_passes(warn, ks("a", annotations={key: "warn", "other": "x"}))

@@ -1,0 +1,105 @@
+"""Detect-only drift in the apply engine: drifted objects whose desired state is unchanged are not written,
+changed ones are, and the verified-applies memory never hides a drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kustomize_controller.apply.changeset import Action
+from kustomize_controller.apply.detect_only import HeldDrift
+from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.objects import Object, ObjRef
+from kustomize_controller.apply.verified import VerifiedApplies
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.runtime.clock import RealClock
+from tests.integration.apply.conftest import configmap, mark, writes
+from tests.integration.apply.test_staged_apply import deployment
+
+pytestmark = pytest.mark.integration
+
+
+class Policy:
+    """Unchanged for every object except those named in ``changed``."""
+
+    def __init__(self, *, changed: tuple[str, ...] = ()) -> None:
+        self.changed = changed
+        self.drifts: list[HeldDrift] = []
+
+    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
+        return ref.name not in self.changed
+
+    def held(self, drift: HeldDrift) -> None:
+        self.drifts.append(drift)
+
+
+async def edit(kube: KubeClient, ns: str, name: str, data: dict[str, str]) -> None:
+    await kube.patch("v1", "ConfigMap", name, ns, {"data": data}, patch_type="merge", field_manager="kubectl-edit")
+
+
+async def test_drift_of_an_unchanged_object_is_not_written_and_stays_visible(cluster: Any, kube: KubeClient) -> None:
+    ns = cluster.namespace
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4, verified=VerifiedApplies())
+    desired = [configmap("a", ns, data={"key": "value"}), configmap("b", ns, data={"key": "value"})]
+    for _ in range(2):  # the second run proves both in sync: the verified memory now holds them
+        await rm.apply_all_staged(desired, ApplyOptions())
+    await edit(kube, ns, "a", {"key": "hot-fix"})
+
+    for _ in range(3):  # every reconcile sees the drift again: the verified memory must not hide it
+        policy = Policy()
+        before = mark(cluster)
+        change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy))
+        assert writes(cluster, since=before) == []
+        assert {e.action for e in change_set} == {Action.UNCHANGED}
+        assert [(str(d.ref), d.paths) for d in policy.drifts] == [(f"ConfigMap/{ns}/a", ("data.key",))]
+    assert (await kube.get("v1", "ConfigMap", "a", ns))["data"] == {"key": "hot-fix"}
+
+
+async def test_changed_and_new_objects_are_applied(cluster: Any, kube: KubeClient) -> None:
+    ns = cluster.namespace
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
+    await rm.apply_all_staged([configmap("a", ns), configmap("b", ns)], ApplyOptions())
+    await edit(kube, ns, "a", {"key": "hot-fix"})
+    await edit(kube, ns, "b", {"key": "hot-fix"})
+
+    policy = Policy(changed=("b",))
+    desired = [configmap("a", ns), configmap("b", ns, data={"key": "v2"}), configmap("c", ns)]
+    change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy))
+    assert change_set.to_map() == {
+        f"ConfigMap/{ns}/a": "unchanged",
+        f"ConfigMap/{ns}/b": "configured",
+        f"ConfigMap/{ns}/c": "created",
+    }
+    assert [str(d.ref) for d in policy.drifts] == [f"ConfigMap/{ns}/a"]
+    assert (await kube.get("v1", "ConfigMap", "a", ns))["data"] == {"key": "hot-fix"}
+    assert (await kube.get("v1", "ConfigMap", "b", ns))["data"] == {"key": "v2"}
+
+
+async def test_without_policy_drift_is_corrected(cluster: Any, kube: KubeClient) -> None:
+    ns = cluster.namespace
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
+    await rm.apply_all_staged([configmap("a", ns)], ApplyOptions())
+    await edit(kube, ns, "a", {"key": "hot-fix"})
+    change_set = await rm.apply_all_staged([configmap("a", ns)], ApplyOptions())
+    assert str(change_set) == f"ConfigMap/{ns}/a configured"
+    assert (await kube.get("v1", "ConfigMap", "a", ns))["data"] == {"key": "value"}
+
+
+async def test_an_immutable_drift_is_not_recreated_even_with_force(cluster: Any, kube: KubeClient) -> None:
+    ns = cluster.namespace
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
+    await rm.apply_all_staged([deployment("web", ns, app="v1")], ApplyOptions())
+    # recreated out of band with another selector: applying the desired one would need a re-create
+    await kube.delete("apps/v1", "Deployment", "web", ns)
+    await kube.create(deployment("web", ns, app="hot"))
+    uid = (await kube.get("apps/v1", "Deployment", "web", ns))["metadata"]["uid"]
+
+    policy = Policy()
+    before = mark(cluster)
+    options = ApplyOptions(force=True, detect_only=policy)
+    change_set = await rm.apply_all_staged([deployment("web", ns, app="v1")], options)
+    assert writes(cluster, since=before) == []
+    assert str(change_set) == f"Deployment/{ns}/web unchanged"
+    assert [(str(d.ref), d.recreate) for d in policy.drifts] == [(f"Deployment/{ns}/web", True)]
+    assert (await kube.get("apps/v1", "Deployment", "web", ns))["metadata"]["uid"] == uid
