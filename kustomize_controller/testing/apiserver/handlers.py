@@ -264,6 +264,10 @@ class Api:
                                                  force=force, ctx=ctx)
             return _with_warnings(json_response(patched, 201 if was_created else 200), ctx)
         options = await self._delete_options(request)
+        if not dry_run and options.get("dryRun"):
+            # the real server honours DeleteOptions.dryRun in the body as well as the query parameter
+            dry_run = _dry_run([str(v) for v in options["dryRun"]])
+            request[INFO_KEY]["dry_run"] = dry_run
         self.faults.check_delete(rt.plural, namespace, name)
         body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
         return json_response(body)

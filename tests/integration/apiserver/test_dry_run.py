@@ -82,3 +82,19 @@ async def test_invalid_dry_run_value(cluster):
         status, _ = await call(http, "POST", cm_path(cluster.namespace), body=configmap("x"),
                                params={"dryRun": "Maybe"})
         assert status in (400, 422)
+
+
+async def test_dry_run_delete_in_the_delete_options_body(cluster):
+    """DeleteOptions.dryRun in the body counts as the query parameter does (the Go client sends it so)."""
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, obj = await call(http, "POST", cm_path(ns), body=configmap("keep", {"a": "1"}))
+        status, _ = await call(http, "DELETE", cm_path(ns, "keep"),
+                               body={"apiVersion": "v1", "kind": "DeleteOptions", "dryRun": ["All"]})
+        assert status == 200
+        status, now = await call(http, "GET", cm_path(ns, "keep"))
+        assert status == 200
+        assert now["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+        status, body = await call(http, "DELETE", cm_path(ns, "keep"),
+                                  body={"apiVersion": "v1", "kind": "DeleteOptions", "dryRun": ["Maybe"]})
+        assert (status, body["reason"]) == (422, "Invalid")
