@@ -1,7 +1,8 @@
 """The ``kustomize-controller`` command line.
 
 Commands are registered in :data:`COMMANDS` (name → :class:`Command`): ``run`` (the controller,
-the default when the first argument names no command), ``build`` and ``demo``. A command either
+the default when the first argument names no command), ``build``, ``diff`` (``diff_command.py``)
+and ``demo``. A command either
 declares argparse arguments (``configure`` + ``handler``) or takes its arguments unparsed
 (``raw_handler``), which is what the controller's pflag-compatible flags need.
 
@@ -152,6 +153,20 @@ def _run_controller(argv: list[str], out: TextIO, err: TextIO) -> int:
     return asyncio.run(run_controller(settings))
 
 
+def _configure_diff(parser: argparse.ArgumentParser) -> None:
+    from kustomize_controller.diff_command import configure
+
+    configure(parser)
+
+
+def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from kustomize_controller.diff_command import main as diff_main
+    from kustomize_controller.kube.transport import limit_tls_read_buffer
+
+    limit_tls_read_buffer()
+    return diff_main(args, out, err)
+
+
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     from kustomize_controller.demo import configure
 
@@ -175,6 +190,11 @@ COMMANDS: dict[str, Command] = {
         help="render offline what a reconcile would apply",
         configure=_configure_build,
         handler=_build,
+    ),
+    "diff": Command(
+        help="show what the next reconcile of a Kustomization would change on a live cluster (writes nothing)",
+        configure=_configure_diff,
+        handler=_diff,
     ),
     "demo": Command(
         help="run the controller on the embedded API server with the examples/ source (no cluster needed)",

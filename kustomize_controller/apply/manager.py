@@ -31,6 +31,11 @@ last dry-run that proved it unchanged, and plans it ``unchanged``: a no-op costs
 Without it (the default) every object is dry-run, as upstream. See ``verified.py`` for why drift
 correction stays correct.
 
+``plan_all(objects, options)`` runs phase A only, for every object, and returns what would happen
+(``PlannedObject``: action, live object, dry-run result, recreate, the error of that object): the
+preview behind ``kustomize-controller diff`` (``preview.py``). It never writes as long as
+``options.migrate_api_version`` is off (the caller's job; ``preview.py`` also wraps the client).
+
 Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
 it (previous stages, and the objects of this stage already written). Messages are upstream's:
 ``<Kind/ns/name> dry-run failed (<Reason>): <msg>``, ``<Kind/ns/name> apply failed: <msg>``.
@@ -177,6 +182,20 @@ class _Plan:
     resolutions: list[DriftResolution] = field(default_factory=list)
     fingerprint: str = ""
     held: HeldDrift | None = None
+    dry_run: Object | None = None
+
+
+@dataclass(frozen=True)
+class PlannedObject:
+    """What phase A found for one object (``ResourceManager.plan_all``)."""
+
+    ref: ObjRef
+    desired: Object
+    action: Action  # created, configured, unchanged or skipped (UNKNOWN with an error)
+    live: Object | None = None
+    dry_run: Object | None = None
+    recreate: bool = False  # configured by deleting and re-creating it (immutable field, force)
+    error: ApplyEngineError | None = None
 
 
 class ResourceManager:
@@ -238,6 +257,32 @@ class ResourceManager:
             )
         except HealthCheckError as exc:
             raise ApplyStepError(exc.message, change_set=ChangeSet(list(so_far.entries))) from exc
+
+    # --- plan only (preview) ----------------------------------------------------------------------
+
+    async def plan_all(self, objects: Sequence[Object], options: ApplyOptions) -> list[PlannedObject]:
+        """Phase A for every object, in apply order, with per-object errors (module contract)."""
+        ordered = sort_objects(deep_copy(o) for o in objects)
+        plans = [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in ordered]
+        gate = asyncio.Semaphore(self.concurrency)
+        errors: dict[int, ApplyEngineError] = {}
+
+        async def validate(index: int, plan: _Plan) -> None:
+            async with gate:
+                try:
+                    await self._validate(plan, options)
+                except ApplyEngineError as exc:
+                    errors[index] = exc
+
+        await asyncio.gather(*(validate(i, p) for i, p in enumerate(plans)))
+        out: list[PlannedObject] = []
+        for index, plan in enumerate(plans):
+            action = plan.entry.action if plan.entry is not None else Action.UNKNOWN
+            if plan.recreate:
+                action = Action.CONFIGURED
+            out.append(PlannedObject(ref=plan.ref, desired=plan.desired, action=action, live=plan.live,
+                                     dry_run=plan.dry_run, recreate=plan.recreate, error=errors.get(index)))
+        return out
 
     # --- one stage ------------------------------------------------------------------------------
 
@@ -359,6 +404,7 @@ class ResourceManager:
 
     def _plan_from_dry_run(self, plan: _Plan, dry_run: Object, options: ApplyOptions) -> None:
         live = plan.live
+        plan.dry_run = dry_run
         if options.cleanup is not None:
             plan.cleanup = cleanup_patch(plan.desired, live, options.cleanup, manager=self.field_manager)
         drifted = has_drifted(live, dry_run, options.ignore_rules)

@@ -187,6 +187,8 @@ class FakeClient:
         self._fault("delete", name, dry_run)
         if key not in self.objects:
             raise NotFoundError("not found", status=404, kind=kind, name=name)
+        if dry_run:
+            return None
         if self.linger_gets:
             self._lingering[key] = self.linger_gets
             self.objects[key]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"

@@ -1,0 +1,247 @@
+"""Preview of an apply: what the engine would create, configure, recreate, leave or prune — writing nothing.
+
+Contract:
+- ``DryRunClient`` wraps the client every preview request goes through: reads pass, a server-side
+  apply or a delete is sent with ``dryRun=All`` whatever the caller asked, and every other write
+  (patch, create, update) raises ``PreviewWriteError``. It is the one choke point that makes a
+  preview write nothing to the cluster, for every object and every Kustomization setting
+  (``force``, ``prune``, ``MigrateAPIVersion``).
+- ``preview_apply`` is the engine's phase A (``ResourceManager.plan_all``): one GET and one dry-run per
+  object. An object the set itself makes possible — in a Namespace, or of a kind defined by a CRD,
+  that the same set creates — cannot be dry-run before they exist; it is reported ``created``,
+  unvalidated, as the staged apply would create it after them. A dry-run failing on an immutable
+  field of an object with ``force`` is reported as a recreate.
+- ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
+  only objects of the previous inventory, still carrying our owner labels and not excluded, are
+  reported ``deleted``.
+- ``render_diff`` is pure: the live object and the dry-run result without server noise
+  (``managedFields``, ``resourceVersion``, ``uid``, ``generation``, ``creationTimestamp``, ``selfLink``,
+  ``status``) and without ``spec.ignore`` paths, as YAML, in unified diff form. Secret ``data`` and
+  ``stringData`` values are masked: ``***`` when equal on both sides, ``*** (before)``/``*** (after)``
+  when they differ, so a change shows without its value.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from kustomize_controller.apply.changeset import Action
+from kustomize_controller.apply.client import ApplyClient, PatchType
+from kustomize_controller.apply.drift import IgnoreRule, ignored_paths, strip_paths
+from kustomize_controller.apply.errors import PruneError
+from kustomize_controller.apply.manager import ApplyOptions, PlannedObject, ResourceManager
+from kustomize_controller.apply.objects import Object, ObjRef, deep_copy
+from kustomize_controller.apply.prune import StaleObject, delete_all
+from kustomize_controller.apply.staging import is_crd
+from kustomize_controller.kube.discovery import NoKindMatchError
+from kustomize_controller.kube.errors import NotFoundError
+
+RECREATED = "recreated"  # the preview's name for a configure by delete and re-create
+_NOISE = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
+MASK = "***"
+
+
+class PreviewWriteError(RuntimeError):
+    """A preview tried to write (a bug: previews only read and dry-run)."""
+
+
+class DryRunClient:
+    """An ``ApplyClient`` that only reads and dry-runs (module contract)."""
+
+    def __init__(self, client: ApplyClient) -> None:
+        self._client = client
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return await self._client.get(api_version, kind, name, namespace)
+
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self._client.list(
+            api_version, kind, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        return await self._client.apply(obj, field_manager=field_manager, force=force, dry_run=True,
+                                        subresource=subresource)
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: Any,
+        *,
+        patch_type: PatchType,
+        field_manager: str | None = None,
+        force: bool | None = None,
+        dry_run: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        raise PreviewWriteError(f"a preview does not patch {kind}/{namespace or ''}/{name}")
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any] | None:
+        return await self._client.delete(
+            api_version, kind, name, namespace, propagation_policy=propagation_policy, dry_run=True
+        )
+
+
+@dataclass(frozen=True)
+class PreviewChange:
+    """One object of a preview: ``action`` is created/configured/recreated/unchanged/skipped/deleted."""
+
+    ref: ObjRef
+    api_version: str
+    action: str
+    diff: str = ""
+    error: str = ""
+    note: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.action in (Action.CREATED, Action.CONFIGURED, RECREATED, Action.DELETED)
+
+
+def _created_by_set(planned: Sequence[PlannedObject]) -> tuple[set[str], set[tuple[str, str]]]:
+    """Namespaces and (group, kind) pairs the set creates (objects not live yet)."""
+    namespaces: set[str] = set()
+    kinds: set[tuple[str, str]] = set()
+    for plan in planned:
+        if plan.live is not None:
+            continue
+        if plan.ref.kind == "Namespace" and not plan.ref.group:
+            namespaces.add(plan.ref.name)
+        elif is_crd(plan.desired):
+            names = (plan.desired.get("spec") or {}).get("names") or {}
+            kinds.add((str((plan.desired.get("spec") or {}).get("group") or ""), str(names.get("kind") or "")))
+    return namespaces, kinds
+
+
+def _enabled_by_set(plan: PlannedObject, namespaces: set[str], kinds: set[tuple[str, str]]) -> bool:
+    cause = plan.error.__cause__ if plan.error is not None else None
+    if isinstance(cause, NoKindMatchError):
+        return (plan.ref.group, plan.ref.kind) in kinds
+    if isinstance(cause, NotFoundError) and plan.live is None:
+        return plan.ref.namespace in namespaces or (plan.ref.group, plan.ref.kind) in kinds
+    return False
+
+
+async def preview_apply(
+    manager: ResourceManager, objects: Sequence[Object], options: ApplyOptions
+) -> list[PreviewChange]:
+    """Phase A for every object, as preview changes (module contract); ``manager`` uses a ``DryRunClient``."""
+    planned = await manager.plan_all(objects, options)
+    namespaces, kinds = _created_by_set(planned)
+    out: list[PreviewChange] = []
+    for plan in planned:
+        api_version = str(plan.desired.get("apiVersion") or "")
+        if plan.error is not None:
+            if _enabled_by_set(plan, namespaces, kinds):
+                out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.CREATED,
+                                         note="not validated: needs objects this revision creates first"))
+            else:
+                out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.UNKNOWN,
+                                         error=str(plan.error)))
+            continue
+        if plan.recreate:
+            out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=RECREATED,
+                                     note="would be recreated: an immutable field changed and force is set"))
+            continue
+        diff = ""
+        if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
+            diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
+        out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff))
+    return out
+
+
+async def preview_prune(
+    client: ApplyClient, stale: Sequence[StaleObject], *, owner: Mapping[str, str]
+) -> tuple[list[PreviewChange], str]:
+    """What prune would delete (module contract), and prune's error message (``""`` when none).
+
+    Objects prune would leave (not ours any more, excluded) are not listed."""
+    try:
+        change_set = await delete_all(DryRunClient(client), stale, owner=owner)
+        errors = ""
+    except PruneError as exc:  # the other objects were still looked at
+        change_set, errors = exc.change_set, exc.message
+    out = [
+        PreviewChange(ref=e.ref, api_version=StaleObject(ref=e.ref, version=e.version).api_version,
+                      action=str(e.action))
+        for e in change_set
+        if e.action is Action.DELETED
+    ]
+    return out, errors
+
+
+# --- rendering (pure) -----------------------------------------------------------------------------
+
+
+def clean(obj: Object, rules: Sequence[IgnoreRule] = (), *, match: Object | None = None) -> Object:
+    """``obj`` without server noise and ``spec.ignore`` paths (``match`` selects the rules)."""
+    out = deep_copy(obj)
+    out.pop("status", None)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        for key in _NOISE:
+            meta.pop(key, None)
+    paths = ignored_paths(rules, match if match is not None else obj) if rules else []
+    return strip_paths(out, paths) if paths else out
+
+
+def mask_secrets(live: Object, merged: Object) -> tuple[Object, Object]:
+    """Mask the values of a Secret's ``data``/``stringData`` on both sides (module contract)."""
+    if live.get("kind") != "Secret" or str(live.get("apiVersion") or "") != "v1":
+        return live, merged
+    live, merged = deep_copy(live), deep_copy(merged)
+    for field in ("data", "stringData"):
+        before = live.get(field) if isinstance(live.get(field), dict) else None
+        after = merged.get(field) if isinstance(merged.get(field), dict) else None
+        for key in set(before or {}) | set(after or {}):
+            same = before is not None and after is not None and key in before and key in after \
+                and before[key] == after[key]
+            if before is not None and key in before:
+                before[key] = MASK if same else f"{MASK} (before)"
+            if after is not None and key in after:
+                after[key] = MASK if same else f"{MASK} (after)"
+    return live, merged
+
+
+def _yaml(obj: Object) -> list[str]:
+    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True).splitlines(keepends=True)
+
+
+def render_diff(ref: ObjRef, live: Object, dry_run: Object, rules: Sequence[IgnoreRule] = ()) -> str:
+    """Unified diff of the live object and the dry-run result (module contract)."""
+    before, after = mask_secrets(clean(live, rules, match=dry_run), clean(dry_run, rules))
+    lines = difflib.unified_diff(_yaml(before), _yaml(after), fromfile=f"{ref} (live)", tofile=f"{ref} (merged)")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -1,0 +1,156 @@
+"""``kustomize-controller diff``: what the next reconcile of a Kustomization would change on a live cluster.
+
+``kustomize-controller diff NAME [-n NAMESPACE] [--kubeconfig FILE] [--path DIR] [--verbose]
+[--output text|json]`` runs ``reconcile.preview`` (the reconcile pipeline up to the server-side
+dry-run, writing nothing) with the credentials of the kubeconfig and prints, per object in apply
+order then prune order:
+
+- ``Kind/namespace/name created`` (with a note when it cannot be validated before its Namespace or
+  CRD exists);
+- ``Kind/namespace/name configured`` and a unified diff of the live object and the dry-run result
+  (server noise removed, Secret values masked);
+- ``Kind/namespace/name would be recreated (...)`` for an immutable-field change with ``force``;
+- ``Kind/namespace/name deleted`` for what prune would remove;
+- ``unchanged`` and ``skipped`` objects only with ``--verbose``.
+
+Exit status as ``kubectl diff``: 0 nothing would change, 1 something would, 2 an error (usage, the
+pipeline, or any object's dry-run; what could be computed is still printed). Progress and errors go
+to stderr, the diff to stdout; ``--output json`` prints one JSON document instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+
+from kustomize_controller.apply.changeset import Action
+from kustomize_controller.apply.preview import RECREATED, PreviewChange
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.config import load_config
+from kustomize_controller.kube.errors import KubeError
+from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.fetch import ArtifactFetcher
+from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile.preview import Preview, PreviewError, PreviewOptions, preview_kustomization
+from kustomize_controller.runtime.clock import RealClock
+from kustomize_controller.settings import FeatureGates, FlagError
+
+EXIT_SAME, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
+_QUIET = (str(Action.UNCHANGED), str(Action.SKIPPED))
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the Kustomization")
+    parser.add_argument("-n", "--namespace", default="flux-system", help="its namespace (default flux-system)")
+    parser.add_argument("--kubeconfig", default="", metavar="FILE", help="kubeconfig (default: KUBECONFIG, ~/.kube)")
+    parser.add_argument("--path", default="", metavar="DIR",
+                        help="a local directory used instead of the source artifact (the artifact root)")
+    parser.add_argument("--verbose", action="store_true", help="also list unchanged and skipped objects")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument("--no-remote-bases", action="store_true", help="refuse remote kustomize bases")
+    parser.add_argument(
+        "--feature-gates", action="append", default=[], metavar="GATES", help="Name=bool pairs, comma separated"
+    )
+    parser.add_argument("--kustomize-binary", default="", metavar="BIN", help="kustomize or kubectl binary")
+    parser.add_argument("--sops-age-secret", default="", metavar="NAMESPACE/NAME",
+                        help="the controller's --sops-age-secret, for Kustomizations that rely on it")
+
+
+def render_text(preview: Preview, *, verbose: bool) -> str:
+    out: list[str] = []
+    for change in preview.changes:
+        if change.error:
+            continue  # on stderr
+        if change.action in _QUIET and not verbose:
+            continue
+        if change.action == RECREATED:
+            out.append(f"{change.ref} would be recreated ({change.note})\n")
+            continue
+        note = f" ({change.note})" if change.note else ""
+        out.append(f"{change.ref} {change.action}{note}\n")
+        out.append(change.diff)
+    return "".join(out)
+
+
+def _change_json(change: PreviewChange) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "subject": str(change.ref),
+        "apiVersion": change.api_version,
+        "kind": change.ref.kind,
+        "namespace": change.ref.namespace,
+        "name": change.ref.name,
+        "action": change.action,
+    }
+    for key in ("diff", "note", "error"):
+        value = getattr(change, key)
+        if value:
+            doc[key] = value
+    return doc
+
+
+def render_json(preview: Preview, *, verbose: bool) -> str:
+    objects = [c for c in preview.changes if verbose or c.error or c.action not in _QUIET]
+    doc = {
+        "kustomization": preview.subject,
+        "revision": preview.revision,
+        "changed": preview.changed,
+        "objects": [_change_json(c) for c in objects],
+        "errors": preview.errors,
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _age_secret(value: str) -> tuple[str, str] | None:
+    if not value:
+        return None
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name:
+        raise PreviewError(f"--sops-age-secret {value!r}: expected NAMESPACE/NAME")
+    return namespace, name
+
+
+async def _preview(args: argparse.Namespace, err: TextIO) -> Preview:
+    gates = FeatureGates.parse(args.feature_gates)
+    clock = RealClock()
+    config = await load_config(kubeconfig=args.kubeconfig or None)
+    command = await detect_builder(clock=clock, kustomize_binary=args.kustomize_binary or None)
+
+    def say(message: str) -> None:
+        print(f"► {message}", file=err, flush=True)
+
+    async with KubeClient(config=config) as client, aiohttp.ClientSession() as session:
+        pipeline = BuildPipeline(
+            builder=KustomizeBuilder(command=command, clock=clock),
+            workspace=Workspace(),
+            fetcher=ArtifactFetcher(session=session, clock=clock, retries=1, env=os.environ),
+        )
+        options = PreviewOptions(
+            local_root=Path(args.path) if args.path else None,
+            no_remote_bases=args.no_remote_bases,
+            strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
+            sops_age_secret=_age_secret(args.sops_age_secret),
+        )
+        return await preview_kustomization(client=client, pipeline=pipeline, clock=clock, namespace=args.namespace,
+                                           name=args.name, options=options, progress=say)
+
+
+def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        preview = asyncio.run(_preview(args, err))
+    except (PreviewError, KubeError, FlagError, OSError, ValueError) as exc:
+        print("error: " + " ".join(str(exc).split()), file=err)
+        return EXIT_ERROR
+    render = render_json if args.output == "json" else render_text
+    out.write(render(preview, verbose=args.verbose))
+    for message in preview.errors:
+        print(f"error: {message}", file=err)
+    if preview.errors:
+        return EXIT_ERROR
+    return EXIT_CHANGES if preview.changed else EXIT_SAME

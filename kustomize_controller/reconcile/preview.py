@@ -1,0 +1,201 @@
+"""What the next reconcile of a Kustomization would do, computed on the live cluster without writing.
+
+``preview_kustomization`` runs the reconcile pipeline up to the server-side dry-run, with the same
+building blocks as ``ApplyStep``: read the Kustomization; check out its source artifact (or a local
+directory standing in for it, ``local_root``: the artifact root, in which ``spec.path`` selects the
+directory, exactly as ``kustomize-controller build``); build with the Kustomization's overlays;
+decrypt with its own decryption Secret (and the controller's ``--sops-age-secret`` when given);
+substitute from its ``substituteFrom``; stamp the owner labels; impersonate its service account (or
+use its remote kubeconfig); then the apply engine's phase A and prune's selection through a
+``DryRunClient`` (``apply/preview.py``), so nothing is written to the cluster whatever the
+Kustomization says (``force``, ``prune``). ``spec.suspend`` and ``dependsOn`` are not consulted: the
+preview shows what a reconcile of the current spec would do.
+
+Errors before the dry-run (not found, source, artifact, build, decryption, tenancy) raise
+``PreviewError`` with the controller's message; per-object dry-run failures are part of the result.
+Not promised: health checks, ``wait`` and ``dependsOn`` readiness (nothing is applied, nothing to wait
+for); objects whose Namespace or CRD this revision creates are reported ``created`` unvalidated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kustomize_controller.api.kustomization import (
+    API_VERSION,
+    KIND,
+    InvalidKustomizationError,
+    Kustomization,
+    parse_kustomization,
+)
+from kustomize_controller.api.source import SOURCE_API_VERSION
+from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
+from kustomize_controller.apply.drift import IgnoreRuleError, compile_ignore_rules
+from kustomize_controller.apply.inventory import from_change_set, stale_objects
+from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.normalize import prepare_objects
+from kustomize_controller.apply.objects import split_api_version
+from kustomize_controller.apply.preview import DryRunClient, PreviewChange, preview_apply, preview_prune
+from kustomize_controller.apply.selectors import owner_labels
+from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import KubeError, NotFoundError
+from kustomize_controller.kustomize.errors import KustomizeError
+from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, Checkout
+from kustomize_controller.kustomize.sops.loader import load_decryptor
+from kustomize_controller.kustomize.substitute import KubeVarSource
+from kustomize_controller.reconcile.source import SourceAccess, SourceError, get_source
+from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
+from kustomize_controller.runtime.clock import Clock
+
+ProgressSink = Callable[[str], None]
+
+
+class PreviewError(Exception):
+    """The preview could not get as far as the dry-run (the message says why)."""
+
+
+@dataclass(frozen=True)
+class PreviewOptions:
+    local_root: Path | None = None
+    no_remote_bases: bool = False
+    strict_substitution: bool = True
+    tenancy: TenancyOptions = field(default_factory=TenancyOptions)
+    sops_age_secret: tuple[str, str] | None = None
+    concurrency: int = 4
+
+
+@dataclass(frozen=True)
+class Preview:
+    subject: str  # Kustomization/namespace/name
+    revision: str  # the artifact revision, or "local <dir>"
+    changes: list[PreviewChange]
+    errors: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.changes)
+
+
+class _Sources:
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, object] | None:
+        try:
+            return await self._client.get(SOURCE_API_VERSION, kind, name, namespace)
+        except NotFoundError:
+            return None
+
+
+async def preview_kustomization(
+    *,
+    client: KubeClient,
+    pipeline: BuildPipeline,
+    clock: Clock,
+    namespace: str,
+    name: str,
+    options: PreviewOptions,
+    progress: ProgressSink | None = None,
+) -> Preview:
+    say: ProgressSink = progress or (lambda message: None)
+    subject = f"{KIND}/{namespace}/{name}"
+    try:
+        obj = await client.get(API_VERSION, KIND, name, namespace)
+    except NotFoundError as err:
+        raise PreviewError(f"{subject} not found") from err
+    except KubeError as err:
+        raise PreviewError(f"{subject}: {err}") from err
+    try:
+        ks = parse_kustomization(obj)
+    except InvalidKustomizationError as err:
+        raise PreviewError(f"{subject}: {err}") from err
+    build_options = BuildOptions.from_kustomization(
+        ks, no_remote_bases=options.no_remote_bases, strict_substitution=options.strict_substitution
+    )
+    try:
+        ignore_rules = compile_ignore_rules(ks.spec.ignore)
+    except IgnoreRuleError as err:
+        raise PreviewError(f"{subject}: {err}") from err
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            revision, checkout = await stack.enter_async_context(
+                _checkout(ks_subject=subject, ks=ks, client=client, pipeline=pipeline, options=options,
+                          path=build_options.path, say=say)
+            )
+            tenant = await stack.enter_async_context(tenant_client(ks, client=client, options=options.tenancy))
+            decryptor = None
+            if ks.spec.decryption is not None:
+                secret_ref = ks.spec.decryption.secret_ref
+                decryptor = await load_decryptor(
+                    client=client, namespace=namespace, secret_name=secret_ref.name if secret_ref else None,
+                    global_age_secret=options.sops_age_secret,
+                )
+                stack.callback(decryptor.close)
+            say(f"building {subject} at {revision}")
+            result = await pipeline.build(
+                checkout, build_options, decryptor=decryptor, var_source=KubeVarSource(client, namespace)
+            )
+        except (KustomizeError, SourceError, TenantClientError, KubeError, OSError) as err:
+            raise PreviewError(f"{subject}: {err}") from err
+
+        objects = result.objects
+        owner = owner_labels(name, namespace)
+        prepare_objects(objects, owner=owner)
+        say(f"dry-running {len(objects)} object(s)")
+        reader = DryRunClient(tenant)
+        manager = ResourceManager(client=reader, clock=clock, concurrency=options.concurrency)
+        apply_options = ApplyOptions(
+            force=ks.spec.force,
+            cleanup=CleanupOptions(field_managers=takeover_rules()),
+            ignore_rules=ignore_rules,
+        )
+        changes = await preview_apply(manager, objects, apply_options)
+        errors = [c.error for c in changes if c.error]
+        if ks.spec.prune:
+            planned = ChangeSet([
+                ChangeSetEntry(ref=c.ref, version=split_api_version(c.api_version)[1], action=Action.UNCHANGED)
+                for c in changes
+            ])
+            stale = stale_objects(ks.status.inventory, from_change_set(planned))
+            if stale:
+                say(f"checking {len(stale)} object(s) prune would delete")
+                deleted, prune_error = await preview_prune(reader, stale, owner=owner)
+                changes.extend(deleted)
+                if prune_error:
+                    errors.append(prune_error)
+        return Preview(subject=subject, revision=revision, changes=changes, errors=errors)
+
+
+@contextlib.asynccontextmanager
+async def _checkout(
+    *,
+    ks_subject: str,
+    ks: Kustomization,
+    client: KubeClient,
+    pipeline: BuildPipeline,
+    options: PreviewOptions,
+    path: str,
+    say: ProgressSink,
+) -> AsyncIterator[tuple[str, Checkout]]:
+    """(revision, checkout) of the source artifact, or of the local directory standing in for it."""
+    if options.local_root is not None:
+        root = options.local_root
+        if not root.is_dir():
+            raise PreviewError(f"local path {root} is not a directory")
+        say(f"using local directory {root} instead of the source artifact")
+        async with pipeline.local_checkout(root, path=path) as checkout:
+            yield f"local {root}", checkout
+        return
+    source = await get_source(ks, reader=_Sources(client), access=SourceAccess())
+    artifact = source.get_artifact()
+    if artifact is None:
+        ref = ks.spec.source_ref
+        raise PreviewError(f"{ks_subject}: source {ref.kind}/{ref.name} has no artifact")
+    say(f"fetching {artifact.url}")
+    async with pipeline.checkout(url=artifact.url, digest=artifact.digest, path=path) as checkout:
+        yield artifact.revision, checkout

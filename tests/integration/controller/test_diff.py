@@ -1,0 +1,129 @@
+"""``kustomize-controller diff`` on a live cluster: silent and 0 when in sync, the edited field and 1 after
+an out-of-band edit, prune's deletions with a local ``--path``, recreates for ``force``, masked Secrets —
+and never a write: every resourceVersion is the same after any run."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kustomize_controller.cli import main
+from tests.integration.controller.conftest import KS_API, ControllerEnv
+from tests.integration.controller.manifests import configmap, deployment, kustomization
+
+pytestmark = pytest.mark.integration
+
+SECRET = """apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+stringData:
+  password: hunter2
+"""
+
+
+def files(**extra: str) -> dict[str, str]:
+    base = {"cm.yaml": configmap("settings", {"mode": "safe"}), "web.yaml": deployment("web"), **extra}
+    return {"kustomization.yaml": kustomization(*base), **base}
+
+
+async def run_diff(env: ControllerEnv, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    args = ["diff", "app", "-n", env.namespace, "--kubeconfig", env.cluster.kubeconfig_path, *argv]
+    code = await asyncio.to_thread(main, args, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def versions(env: ControllerEnv) -> dict[str, str]:
+    """resourceVersion of every object the test touches, and of the Kustomization."""
+    out: dict[str, str] = {}
+    for api_version, kind in (("v1", "ConfigMap"), ("v1", "Secret"), ("apps/v1", "Deployment"),
+                              (KS_API, "Kustomization")):
+        for obj in await env.client.list(api_version, kind, env.namespace):
+            meta = obj["metadata"]
+            out[f"{kind}/{meta['name']}"] = f"{meta['uid']}@{meta['resourceVersion']}"
+    return out
+
+
+async def applied(env: ControllerEnv, tree: dict[str, str], **spec: Any) -> None:
+    """Apply ``tree`` with the controller, then stop it so nothing but the diff talks to the cluster."""
+    artifact = await env.publish(tree)
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace, **spec))
+    await env.wait_ready(revision=artifact["revision"])
+    await env.stop()
+
+
+async def test_in_sync_prints_nothing_and_an_edit_shows_its_field(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await applied(env, files())
+    before = await versions(env)
+    code, out, err = await run_diff(env)
+    assert (code, out) == (0, ""), err
+    assert "► " in err  # progress on stderr
+
+    await env.client.patch("v1", "ConfigMap", "settings", ns, {"data": {"mode": "unsafe"}},
+                           patch_type="merge", field_manager="kubectl-edit")
+    edited = await versions(env)
+    code, out, err = await run_diff(env)
+    assert code == 1, err
+    assert out.startswith(f"ConfigMap/{ns}/settings configured\n")
+    assert "-  mode: unsafe\n" in out and "+  mode: safe\n" in out
+    assert "managedFields" not in out and "resourceVersion" not in out
+    assert "Deployment" not in out
+
+    code, verbose, _ = await run_diff(env, "--verbose")
+    assert code == 1 and f"Deployment/{ns}/web unchanged" in verbose
+
+    code, text, _ = await run_diff(env, "--output", "json")
+    doc = json.loads(text)
+    assert code == 1 and doc["changed"] is True and doc["errors"] == []
+    assert [(o["subject"], o["action"]) for o in doc["objects"]] == [(f"ConfigMap/{ns}/settings", "configured")]
+    assert "+  mode: safe" in doc["objects"][0]["diff"]
+
+    assert await versions(env) == edited
+    assert edited["Kustomization/app"] == before["Kustomization/app"]
+
+
+async def test_local_path_dropping_an_object_reports_it_deleted(env: ControllerEnv, tmp_path: Path) -> None:
+    ns = env.namespace
+    await applied(env, files())
+    local = files(**{"cm.yaml": configmap("settings", {"mode": "safe"})})
+    del local["web.yaml"]
+    local["kustomization.yaml"] = kustomization("cm.yaml")
+    for name, text in local.items():
+        (tmp_path / name).write_text(text)
+    before = await versions(env)
+    code, out, err = await run_diff(env, "--path", str(tmp_path))
+    assert code == 1, err
+    assert out == f"Deployment/{ns}/web deleted\n"
+    assert await env.exists("apps/v1", "Deployment", "web")
+    assert await versions(env) == before
+
+
+async def test_force_shows_a_recreate_and_secrets_are_masked(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await applied(env, files(**{"secret.yaml": SECRET}), force=True)
+    before = await versions(env)
+    changed = files(**{"secret.yaml": SECRET.replace("hunter2", "correct-horse")})
+    changed["web.yaml"] = deployment("web", app="web-v2")  # the selector is immutable
+    await env.publish(changed)
+    code, out, err = await run_diff(env)
+    assert code == 1, err
+    assert f"Deployment/{ns}/web would be recreated (" in out
+    assert f"Secret/{ns}/creds configured" in out
+    assert "*** (before)" in out and "*** (after)" in out
+    assert "hunter2" not in out and "correct-horse" not in out
+    assert "aHVudGVyMg" not in out  # nor base64 of it
+    assert await versions(env) == before
+
+
+async def test_errors_exit_2(env: ControllerEnv) -> None:
+    code, out, err = await run_diff(env)
+    assert (code, out) == (2, "")
+    assert err.strip().endswith(f"error: Kustomization/{env.namespace}/app not found")
