@@ -127,3 +127,53 @@ async def test_errors_exit_2(env: ControllerEnv) -> None:
     code, out, err = await run_diff(env)
     assert (code, out) == (2, "")
     assert err.strip().endswith(f"error: Kustomization/{env.namespace}/app not found")
+
+
+SOPS_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "testdata" / "sops"
+
+
+@pytest.mark.skipif(not SOPS_DATA.is_dir(), reason="SOPS test data (../shared) not found")
+async def test_sops_secrets_are_decrypted_with_the_kustomizations_own_key(env: ControllerEnv) -> None:
+    import base64
+
+    ns = env.namespace
+    key = (SOPS_DATA / "keys" / "age.txt").read_bytes()
+    await env.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sops-keys", "namespace": ns},
+                             "data": {"identity.agekey": base64.b64encode(key).decode()}})
+    artifact = await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text()})
+    await env.create(env.kustomization(targetNamespace=ns, decryption={
+        "provider": "sops", "secretRef": {"name": "sops-keys"}}))
+    code, out, err = await run_diff(env)  # never reconciled yet: everything would be created
+    assert (code, out) == (1, f"Secret/{ns}/age created\n"), err
+
+    await env.start()
+    await env.wait_ready(revision=artifact["revision"])
+    await env.stop()
+    code, out, err = await run_diff(env)  # the decrypted desired state is what is live
+    assert (code, out) == (0, ""), err
+    await env.client.patch("v1", "Secret", "age", ns, {"stringData": {"key": "tampered"}}, patch_type="merge",
+                           field_manager="kubectl-edit")
+    code, out, err = await run_diff(env)
+    assert code == 1, err
+    assert "*** (before)" in out and "*** (after)" in out
+    for secret in ("tampered", "dGFtcGVyZWQ", "dmFsdWU"):  # plaintexts and their base64
+        assert secret not in out
+
+
+async def test_the_dry_run_impersonates_the_service_account(env: ControllerEnv) -> None:
+    """Embedded server only: it enforces RBAC when asked to (the test cluster's RBAC is not ours to change)."""
+    from tests.integration.controller.test_impersonation import create_sa, grant_configmaps
+
+    ns = env.namespace
+    server = env.server  # skips on a real cluster
+    server.options.rbac = True
+    await create_sa(env, "tenant")
+    await env.publish({"cm.yaml": configmap("a")})
+    await env.create(env.kustomization(targetNamespace=ns, serviceAccountName="tenant"))
+    code, out, err = await run_diff(env)
+    assert code == 2, out
+    assert f'User "system:serviceaccount:{ns}:tenant" cannot' in err
+    assert err.count("error: ") == 1 and f"error: ConfigMap/{ns}/a " in err
+    await grant_configmaps(env, "tenant")
+    code, out, err = await run_diff(env)
+    assert (code, out) == (1, f"ConfigMap/{ns}/a created\n"), err
