@@ -3,12 +3,14 @@
 The engine (``manager.py``) plans an object ``configured`` when its server-side dry-run differs from
 the live object. That difference has two possible causes: the desired state changed (a new revision)
 or the live object was changed out of band (drift). With a ``DriftPolicy`` in ``ApplyOptions.detect_only``
-the engine asks, for every existing object it would write, whether its desired state is unchanged
-since it was last applied; when it is, the object is **not written** (no apply, no managed-fields
-cleanup, no delete-and-recreate), is planned ``unchanged`` and is handed to ``DriftPolicy.held`` as a
-``HeldDrift`` with the field paths that differ. Objects that do not exist yet, or whose desired state
-changed, are written as usual. Who answers "unchanged since last applied" is the caller's business
-(``reconcile/drift_mode.py`` keeps that record).
+the engine asks, for every object it would write, whether its desired state is unchanged since it was
+last applied; when it is, the object is **not written** (no apply, no managed-fields cleanup, no
+delete-and-recreate, no re-create of an object deleted out of band), is planned ``unchanged``
+(``skipped`` when deleted) and is handed to ``DriftPolicy.held`` as a ``HeldDrift`` with the field
+paths that differ. Objects new to the desired state, or whose desired state changed, are written as
+usual (for an object that does not exist, "unchanged" can only be true when it was applied before).
+Who answers "unchanged since last applied" is the caller's business (``reconcile/drift_mode.py``
+keeps that record).
 
 ``drifted_paths`` lists what differs between the live object and the dry-run result, in the terms a
 user edits: dotted paths with list indexes (``spec.replicas``, ``spec.template.spec.containers[0].image``,
@@ -38,10 +40,16 @@ class HeldDrift:
     version: str
     paths: tuple[str, ...]
     recreate: bool = False  # applying it would have needed a delete and re-create (immutable field)
+    deleted: bool = False  # it was applied before and no longer exists
 
     def describe(self) -> str:
         """``Kind/namespace/name (path, path)`` for logs and events."""
-        what = ", ".join(self.paths) if self.paths else "immutable fields" if self.recreate else "unknown fields"
+        if self.deleted:
+            what = "deleted"
+        elif self.paths:
+            what = ", ".join(self.paths)
+        else:
+            what = "immutable fields" if self.recreate else "unknown fields"
         return f"{self.ref} ({what})"
 
 

@@ -19,10 +19,11 @@ Phase B — writes, sequentially in apply order: the cleanup JSON patch (when ne
 server-side apply of ``created``/``configured`` objects (ignored drifting paths stripped or adopted).
 ``unchanged`` objects are never written.
 
-Detect-only drift (``options.detect_only``, see ``detect_only.py``): an existing object that phase A
-would write — configured, or recreated for an immutable field — but whose desired state the policy
-reports unchanged since it was last applied is left as it is: planned ``unchanged``, no cleanup patch,
-no apply, no delete, and reported to the policy with its drifted paths. Such an object is never
+Detect-only drift (``options.detect_only``, see ``detect_only.py``): an object that phase A would
+write — configured, recreated for an immutable field, or created although it was applied before
+(deleted out of band) — but whose desired state the policy reports unchanged since it was last
+applied is left as it is: planned ``unchanged`` (``skipped`` when it no longer exists), no cleanup
+patch, no apply, no delete, and reported to the policy with its drifted paths. Such an object is never
 remembered as verified, so every reconcile dry-runs it again and the drift stays visible.
 
 With a ``VerifiedApplies`` (``verified=``, kept by the caller across reconciles), phase A skips the
@@ -357,6 +358,11 @@ class ResourceManager:
         except ValueError as exc:
             raise DryRunError(_missing_namespace_message(plan.ref, exc)) from exc
         except KubeError as exc:
+            # deleted out of band together with its Namespace or CRD: drift, like the object alone
+            if live is None and isinstance(exc, (NotFoundError, NoKindMatchError)) and self._hold_drift(
+                plan, options, dry_run=None
+            ):
+                return
             if live is not None and is_immutable_error(exc) and self._should_force(desired, live, options):
                 if self._hold_drift(plan, options, dry_run=None):
                     return
@@ -412,7 +418,7 @@ class ResourceManager:
         if not drifted and not plan.cleanup and not plan.migrated:
             plan.entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
             return
-        if drifted and resource_version(dry_run) and not plan.migrated and self._hold_drift(plan, options, dry_run):
+        if drifted and not plan.migrated and not plan.recreate and self._hold_drift(plan, options, dry_run):
             return
         plan.write = True
         if live is not None and resource_version(dry_run) and options.ignore_rules:
@@ -423,14 +429,23 @@ class ResourceManager:
         plan.entry = ChangeSetEntry.for_object(source, action)
 
     def _hold_drift(self, plan: _Plan, options: ApplyOptions, dry_run: Object | None) -> bool:
-        """Detect-only mode: leave an existing, drifted object unwritten when its desired state is unchanged."""
+        """Detect-only mode: leave a drifted object unwritten when its desired state is unchanged.
+
+        ``plan.live`` None: deleted out of band (planned ``skipped``: not re-created, not health-checked);
+        ``dry_run`` None: it would need a delete and re-create."""
         policy, live = options.detect_only, plan.live
-        if policy is None or live is None or not policy.unchanged(plan.ref, plan.desired):
+        if policy is None or not policy.unchanged(plan.ref, plan.desired):
             return False
-        paths = tuple(drifted_paths(live, dry_run, options.ignore_rules)) if dry_run is not None else ()
-        source = dry_run if dry_run is not None and metadata(dry_run).get("name") else plan.desired
-        entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
-        plan.held = HeldDrift(ref=plan.ref, version=entry.version, paths=paths, recreate=dry_run is None)
+        if live is None:
+            if any_in_metadata(plan.desired, options.if_not_present_selector):
+                return False  # "create when missing" is the user's standing instruction for it
+            entry = ChangeSetEntry.for_object(plan.desired, Action.SKIPPED)
+            plan.held = HeldDrift(ref=plan.ref, version=entry.version, paths=(), deleted=True)
+        else:
+            paths = tuple(drifted_paths(live, dry_run, options.ignore_rules)) if dry_run is not None else ()
+            source = dry_run if dry_run is not None and metadata(dry_run).get("name") else plan.desired
+            entry = ChangeSetEntry.for_object(source, Action.UNCHANGED)
+            plan.held = HeldDrift(ref=plan.ref, version=entry.version, paths=paths, recreate=dry_run is None)
         plan.entry = entry
         plan.write = plan.recreate = False
         plan.cleanup = []

@@ -63,7 +63,7 @@ async def test_changed_and_new_objects_are_applied(cluster: Any, kube: KubeClien
     await edit(kube, ns, "a", {"key": "hot-fix"})
     await edit(kube, ns, "b", {"key": "hot-fix"})
 
-    policy = Policy(changed=("b",))
+    policy = Policy(changed=("b", "c"))  # c is new: never applied, so never "unchanged"
     desired = [configmap("a", ns), configmap("b", ns, data={"key": "v2"}), configmap("c", ns)]
     change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy))
     assert change_set.to_map() == {
@@ -103,3 +103,20 @@ async def test_an_immutable_drift_is_not_recreated_even_with_force(cluster: Any,
     assert str(change_set) == f"Deployment/{ns}/web unchanged"
     assert [(str(d.ref), d.recreate) for d in policy.drifts] == [(f"Deployment/{ns}/web", True)]
     assert (await kube.get("apps/v1", "Deployment", "web", ns))["metadata"]["uid"] == uid
+
+
+async def test_an_object_deleted_out_of_band_is_not_recreated(cluster: Any, kube: KubeClient) -> None:
+    ns = cluster.namespace
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
+    if_not_present = configmap("seed", ns, annotations={"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"})
+    desired = [configmap("a", ns), configmap("b", ns), if_not_present]
+    await rm.apply_all_staged(desired, ApplyOptions())
+    for name in ("a", "seed"):
+        await kube.delete("v1", "ConfigMap", name, ns)
+
+    policy = Policy()
+    change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy))
+    assert change_set.to_map() == {f"ConfigMap/{ns}/a": "skipped", f"ConfigMap/{ns}/b": "unchanged",
+                                   f"ConfigMap/{ns}/seed": "created"}
+    assert [d.describe() for d in policy.drifts] == [f"ConfigMap/{ns}/a (deleted)"]
+    assert not [c for c in await kube.list("v1", "ConfigMap", ns) if c["metadata"]["name"] == "a"]

@@ -120,3 +120,24 @@ async def test_an_invalid_mode_fails_before_anything_is_written(env: ControllerE
     assert condition(obj, "Ready") == ("False", "ReconciliationFailed")
     assert DRIFT_DETECTION_ANNOTATION in condition_message(obj, "Ready")
     assert await replicas(env) == 2
+
+
+async def test_a_deleted_object_is_reported_not_recreated(env: ControllerEnv) -> None:
+    ns = env.namespace
+    await start_warn(env)
+    await scale(env, 2)
+    await env.wait_handled(await env.request_reconcile())
+    await env.client.delete("v1", "ConfigMap", "settings", ns)
+    obj = await env.wait_handled(await env.request_reconcile())
+    assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
+    assert condition_message(obj, "Drifted").splitlines()[1:] == [f"ConfigMap/{ns}/settings", f"Deployment/{ns}/web"]
+    assert not await env.exists("v1", "ConfigMap", "settings")
+    assert f"{ns}_settings__ConfigMap" in [e["id"] for e in obj["status"]["inventory"]["entries"]]  # still ours
+    events = await drift_events(env)
+    assert len(events) == 2  # a new set of drifted objects is a new drift
+    assert f"ConfigMap/{ns}/settings (deleted)" in events[-1]["message"]
+
+    await set_mode(env, "enabled")
+    await env.wait_for("app", lambda o: condition(o, "Drifted") is None)
+    assert await env.exists("v1", "ConfigMap", "settings")
+    assert await replicas(env) == 1
