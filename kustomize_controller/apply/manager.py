@@ -55,7 +55,7 @@ import base64
 import binascii
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
@@ -199,6 +199,22 @@ class PlannedObject:
     error: ApplyEngineError | None = None
 
 
+class _NoteDeleted:
+    """A ``DriftPolicy`` proxy noting the objects left deleted, which the stage wait must skip."""
+
+    def __init__(self, policy: DriftPolicy, gone: set[ObjRef]) -> None:
+        self._policy = policy
+        self._gone = gone
+
+    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
+        return self._policy.unchanged(ref, desired)
+
+    def held(self, drift: HeldDrift) -> None:
+        if drift.deleted:
+            self._gone.add(drift.ref)
+        self._policy.held(drift)
+
+
 class ResourceManager:
     """Applies, diffs and waits for objects through an ``ApplyClient`` (module contract)."""
 
@@ -223,6 +239,9 @@ class ResourceManager:
     async def apply_all_staged(self, objects: Sequence[Object], options: ApplyOptions) -> ChangeSet:
         stages = partition(objects, options.custom_stage_kinds)
         change_set = ChangeSet()
+        gone: set[ObjRef] = set()  # deleted out of band and left so (detect-only): nothing to wait for
+        if options.detect_only is not None:
+            options = replace(options, detect_only=_NoteDeleted(options.detect_only, gone))
         for stage_objects, wait in (
             (stages.definitions, True),
             (stages.classes, True),
@@ -232,7 +251,7 @@ class ResourceManager:
                 continue
             stage_cs = await self._apply_stage(stage_objects, options, change_set)
             if wait:
-                await self._wait_stage(stage_cs, options, change_set)
+                await self._wait_stage(ChangeSet([e for e in stage_cs if e.ref not in gone]), options, change_set)
         await self._apply_stage(stages.rest, options, change_set)
         return change_set
 

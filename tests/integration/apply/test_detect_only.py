@@ -3,6 +3,7 @@ changed ones are, and the verified-applies memory never hides a drift."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -120,3 +121,25 @@ async def test_an_object_deleted_out_of_band_is_not_recreated(cluster: Any, kube
                                    f"ConfigMap/{ns}/seed": "created"}
     assert [d.describe() for d in policy.drifts] == [f"ConfigMap/{ns}/a (deleted)"]
     assert not [c for c in await kube.list("v1", "ConfigMap", ns) if c["metadata"]["name"] == "a"]
+
+
+async def test_a_deleted_namespace_and_its_objects_are_left_deleted(cluster: Any, kube: KubeClient) -> None:
+    """Stage 1 does not wait for a Namespace that is left deleted, its objects are drift too."""
+    ns = f"{cluster.namespace}-gone"
+    rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    desired = [namespace, configmap("a", ns)]
+    await rm.apply_all_staged(desired, ApplyOptions())
+    await kube.delete("v1", "Namespace", ns)
+    for _ in range(200):  # a real cluster finalizes the namespace first
+        if not [n for n in await kube.list("v1", "Namespace") if n["metadata"]["name"] == ns]:
+            break
+        await asyncio.sleep(0.1)
+
+    policy = Policy()
+    before = mark(cluster) if cluster.server is not None else 0
+    change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy, wait_timeout=5))
+    assert change_set.to_map() == {f"Namespace/{ns}": "skipped", f"ConfigMap/{ns}/a": "skipped"}
+    assert sorted(d.describe() for d in policy.drifts) == [f"ConfigMap/{ns}/a (deleted)", f"Namespace/{ns} (deleted)"]
+    if cluster.server is not None:
+        assert writes(cluster, since=before) == []
