@@ -176,10 +176,13 @@ async def preview_apply(
             out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=RECREATED,
                                      note="would be recreated: an immutable field changed and force is set"))
             continue
-        diff = ""
+        diff = note = ""
         if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
             diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
-        out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff))
+            if not diff:
+                note = "field managers only: fields of kubectl or legacy managers would be taken over"
+        out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
+                                 note=note))
     return out
 
 
