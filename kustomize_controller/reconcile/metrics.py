@@ -17,6 +17,8 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from kustomize_controller.api.drift import DRIFTED_CONDITION
+
 KIND = "Kustomization"
 _STATUSES = ("True", "False", "Unknown")
 
@@ -68,10 +70,17 @@ class GotkMetrics:
         self._conditions_seen.setdefault((namespace, name), set()).add(type_)
 
     def record_drift(self, *, name: str, namespace: str, objects: int | None) -> None:
-        """Set the drift gauge, or remove its series (``None``: not in warn mode)."""
+        """Set the drift gauge, or remove its series (``None``: not in warn mode) and those of the
+        ``Drifted`` condition, which is gone from the status then."""
         if objects is None:
             with contextlib.suppress(KeyError):
                 self.drift.remove(KIND, name, namespace)
+            seen = self._conditions_seen.get((namespace, name), set())
+            if DRIFTED_CONDITION in seen:
+                seen.discard(DRIFTED_CONDITION)
+                for status in _STATUSES:
+                    with contextlib.suppress(KeyError):
+                        self.condition.remove(KIND, name, namespace, DRIFTED_CONDITION, status)
             return
         self.drift.labels(KIND, name, namespace).set(objects)
 

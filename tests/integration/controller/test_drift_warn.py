@@ -80,6 +80,8 @@ async def test_warn_mode_reports_a_scale_and_keeps_it(env: ControllerEnv) -> Non
     assert len(events) == 1 and events[0]["type"] == "Warning" and events[0].get("count", 1) == 1
     assert f"Deployment/{ns}/web (spec.replicas)" in events[0]["message"]
     assert await drift_gauge(env, expect=[1.0]) == [1.0]
+    me = {"kind": "Kustomization", "name": "app", "namespace": ns}
+    assert values(await scrape(env), "gotk_reconcile_condition", **me, type="Drifted", status="True") == [1.0]
 
     # a new revision that changes another object rolls it out and leaves the hot-fix alone
     artifact = await env.publish(files(mode="fast"))
@@ -95,6 +97,7 @@ async def test_warn_mode_reports_a_scale_and_keeps_it(env: ControllerEnv) -> Non
     assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
     assert await replicas(env) == 1
     assert await drift_gauge(env, expect=[]) == []
+    assert values(await scrape(env), "gotk_reconcile_condition", **me, type="Drifted") == []
 
 
 async def test_the_record_survives_a_controller_restart(env: ControllerEnv) -> None:
