@@ -40,14 +40,33 @@ async def run_diff(env: ControllerEnv, *argv: str) -> tuple[int, str, str]:
 
 
 async def versions(env: ControllerEnv) -> dict[str, str]:
-    """resourceVersion of every object the test touches, and of the Kustomization."""
+    """What a write by the diff would change, for every object the test touches and the Kustomization:
+    the resourceVersion, except for Deployments, whose status a real cluster's controller manager keeps
+    writing (there: uid, generation, labels, annotations and spec)."""
     out: dict[str, str] = {}
     for api_version, kind in (("v1", "ConfigMap"), ("v1", "Secret"), ("apps/v1", "Deployment"),
                               (KS_API, "Kustomization")):
         for obj in await env.client.list(api_version, kind, env.namespace):
             meta = obj["metadata"]
-            out[f"{kind}/{meta['name']}"] = f"{meta['uid']}@{meta['resourceVersion']}"
+            if kind == "Deployment":
+                out[f"{kind}/{meta['name']}"] = json.dumps(
+                    [meta["uid"], meta.get("generation"), meta.get("labels"), meta.get("annotations"), obj["spec"]],
+                    sort_keys=True)
+            else:
+                out[f"{kind}/{meta['name']}"] = f"{meta['uid']}@{meta['resourceVersion']}"
     return out
+
+
+def no_writes_since(env: ControllerEnv, mark: int) -> None:
+    """Embedded server: not a single write that was not a dry-run (a real cluster has no request log)."""
+    if env.cluster.server is None:
+        return
+    records = list(env.server.requests)[mark:]
+    assert [r for r in records if r.is_write and not r.dry_run] == []
+
+
+def log_mark(env: ControllerEnv) -> int:
+    return len(env.server.requests) if env.cluster.server is not None else 0
 
 
 async def applied(env: ControllerEnv, tree: dict[str, str], **spec: Any) -> None:
@@ -62,14 +81,15 @@ async def applied(env: ControllerEnv, tree: dict[str, str], **spec: Any) -> None
 async def test_in_sync_prints_nothing_and_an_edit_shows_its_field(env: ControllerEnv) -> None:
     ns = env.namespace
     await applied(env, files())
-    before = await versions(env)
+    before, mark = await versions(env), log_mark(env)
     code, out, err = await run_diff(env)
     assert (code, out) == (0, ""), err
+    no_writes_since(env, mark)
     assert "► " in err  # progress on stderr
 
     await env.client.patch("v1", "ConfigMap", "settings", ns, {"data": {"mode": "unsafe"}},
                            patch_type="merge", field_manager="kubectl-edit")
-    edited = await versions(env)
+    edited, mark = await versions(env), log_mark(env)
     code, out, err = await run_diff(env)
     assert code == 1, err
     assert out.startswith(f"ConfigMap/{ns}/settings configured\n")
@@ -87,6 +107,7 @@ async def test_in_sync_prints_nothing_and_an_edit_shows_its_field(env: Controlle
     assert "+  mode: safe" in doc["objects"][0]["diff"]
 
     assert await versions(env) == edited
+    no_writes_since(env, mark)
     assert edited["Kustomization/app"] == before["Kustomization/app"]
 
 
@@ -98,12 +119,13 @@ async def test_local_path_dropping_an_object_reports_it_deleted(env: ControllerE
     local["kustomization.yaml"] = kustomization("cm.yaml")
     for name, text in local.items():
         (tmp_path / name).write_text(text)
-    before = await versions(env)
+    before, mark = await versions(env), log_mark(env)
     code, out, err = await run_diff(env, "--path", str(tmp_path))
     assert code == 1, err
     assert out == f"Deployment/{ns}/web deleted\n"
     assert await env.exists("apps/v1", "Deployment", "web")
     assert await versions(env) == before
+    no_writes_since(env, mark)
 
 
 async def test_force_shows_a_recreate_and_secrets_are_masked(env: ControllerEnv) -> None:
@@ -113,6 +135,7 @@ async def test_force_shows_a_recreate_and_secrets_are_masked(env: ControllerEnv)
     changed = files(**{"secret.yaml": SECRET.replace("hunter2", "correct-horse")})
     changed["web.yaml"] = deployment("web", app="web-v2")  # the selector is immutable
     await env.publish(changed)
+    mark = log_mark(env)
     code, out, err = await run_diff(env)
     assert code == 1, err
     assert f"Deployment/{ns}/web would be recreated (" in out
@@ -121,6 +144,7 @@ async def test_force_shows_a_recreate_and_secrets_are_masked(env: ControllerEnv)
     assert "hunter2" not in out and "correct-horse" not in out
     assert "aHVudGVyMg" not in out  # nor base64 of it
     assert await versions(env) == before
+    no_writes_since(env, mark)
 
 
 async def test_errors_exit_2(env: ControllerEnv) -> None:
