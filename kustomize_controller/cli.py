@@ -2,9 +2,8 @@
 
 Commands are registered in :data:`COMMANDS` (name → :class:`Command`): ``run`` (the controller,
 the default when the first argument names no command), ``build``, ``diff`` (``diff_command.py``)
-and ``demo``. A command either
-declares argparse arguments (``configure`` + ``handler``) or takes its arguments unparsed
-(``raw_handler``), which is what the controller's pflag-compatible flags need.
+and ``demo``. A command either declares argparse arguments (``configure`` + ``handler``) or takes
+its arguments unparsed (``raw_handler``), which is what the controller's pflag-compatible flags need.
 
 ``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
 [--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
