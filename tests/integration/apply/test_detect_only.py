@@ -93,6 +93,10 @@ async def test_an_immutable_drift_is_not_recreated_even_with_force(cluster: Any,
     await rm.apply_all_staged([deployment("web", ns, app="v1")], ApplyOptions())
     # recreated out of band with another selector: applying the desired one would need a re-create
     await kube.delete("apps/v1", "Deployment", "web", ns)
+    for _ in range(200):  # a real cluster may keep it a moment for its garbage collector
+        if not [d for d in await kube.list("apps/v1", "Deployment", ns) if d["metadata"]["name"] == "web"]:
+            break
+        await asyncio.sleep(0.1)
     await kube.create(deployment("web", ns, app="hot"))
     uid = (await kube.get("apps/v1", "Deployment", "web", ns))["metadata"]["uid"]
 
