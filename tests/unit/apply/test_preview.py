@@ -38,10 +38,10 @@ def test_ignored_paths_are_left_out() -> None:
 
 
 def test_secret_values_are_masked_and_changes_still_show() -> None:
-    live = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+    live: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
             "data": {"same": "c2FtZQ==", "changed": "b2xk", "gone": "eA=="}}
-    merged = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-              "data": {"same": "c2FtZQ==", "changed": "bmV3", "added": "eQ=="}}
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                              "data": {"same": "c2FtZQ==", "changed": "bmV3", "added": "eQ=="}}
     before, after = mask_secrets(live, merged)
     assert before["data"] == {"same": MASK, "changed": f"{MASK} (before)", "gone": f"{MASK} (before)"}
     assert after["data"] == {"same": MASK, "changed": f"{MASK} (after)", "added": f"{MASK} (after)"}
