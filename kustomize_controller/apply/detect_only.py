@@ -56,8 +56,11 @@ class HeldDrift:
 class DriftPolicy(Protocol):
     """The engine's collaborator in detect-only mode (see the module contract)."""
 
-    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
-        """True when ``desired`` is what was last applied to ``ref``: then its drift is not corrected."""
+    def unchanged(self, ref: ObjRef, desired: Object, *, live: Object | None, dry_run: Object | None) -> bool:
+        """True when ``desired`` is what was last applied to ``ref``: then its drift is not corrected.
+
+        ``live`` and ``dry_run`` are the objects the engine compared (None: absent, or the dry-run
+        failed), for policies that read what the server says was applied (``ownership.py``)."""
         ...
 
     def held(self, drift: HeldDrift) -> None:

@@ -206,8 +206,8 @@ class _NoteDeleted:
         self._policy = policy
         self._gone = gone
 
-    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
-        return self._policy.unchanged(ref, desired)
+    def unchanged(self, ref: ObjRef, desired: Object, *, live: Object | None, dry_run: Object | None) -> bool:
+        return self._policy.unchanged(ref, desired, live=live, dry_run=dry_run)
 
     def held(self, drift: HeldDrift) -> None:
         if drift.deleted:
@@ -453,7 +453,7 @@ class ResourceManager:
         ``plan.live`` None: deleted out of band (planned ``skipped``: not re-created, not health-checked);
         ``dry_run`` None: it would need a delete and re-create."""
         policy, live = options.detect_only, plan.live
-        if policy is None or not policy.unchanged(plan.ref, plan.desired):
+        if policy is None or not policy.unchanged(plan.ref, plan.desired, live=live, dry_run=dry_run):
             return False
         if live is None:
             if any_in_metadata(plan.desired, options.if_not_present_selector):

@@ -3,7 +3,7 @@
 An existing object whose dry-run shows a change is either *drifted* (changed out of band) or *changed*
 (its desired state moved since it was last applied). Only the first is left unwritten in warn mode;
 the second is applied so a new revision still rolls out. Telling them apart needs a record of what
-was last applied per object. It has two layers:
+was last applied per object. It has three layers, asked in this order:
 
 1. **Per-object memory** (``AppliedRecords``, in-process): per Kustomization (by uid), the fingerprint
    of each object's desired manifest — as the engine sees it: built, decrypted, substituted, with owner
@@ -13,16 +13,20 @@ was last applied per object. It has two layers:
    for an object (the controller restarted, or the object was never seen in warn mode), the object is
    unchanged exactly when the whole build's digest equals the digest of the most recent history entry
    and that entry is a reconcile that applied every object (``ReconciliationSucceeded``,
-   ``HealthCheckFailed``, ``PruneFailed``). Upstream writes the same digest; nothing new is stored in
-   the cluster.
+   ``HealthCheckFailed``, ``PruneFailed``). Upstream writes the same digest.
+3. **What the server says we own** (``apply/ownership.py``): for a new build without memory (after a
+   restart), an existing object is unchanged when its managed fields prove it: every field our Apply
+   entry owns is still desired with its live value, and every desired field we no longer own was
+   taken by another manager. Nothing new is stored in the cluster by any layer.
 
 What is promised: drift is never corrected while the build is the one last applied, across restarts
-included; a new revision applies what changed in it and leaves drifted, unchanged objects alone
-while this controller process remembers them. Not promised: when the controller restarted *and* the
-first build it sees is a new one, it cannot prove which objects changed, so every drifted object of
-that build is applied (its drift corrected) — the safe direction, since not rolling out a change is
-worse than reverting a hot-fix. The same holds after a reconcile whose apply failed half way. The
-memory is updated only in warn mode and dropped in enabled mode, so it never outlives a switch.
+included; a new revision applies what changed in it and leaves drifted, unchanged objects alone —
+from memory while the process runs, from the managed fields after a restart. Not promised: after a
+restart, an object deleted out of band or a field removed out of band cannot be told from a new
+desired one, so the new build re-creates it (the safe direction); and a field a new revision adds or
+changes while another manager already owns it counts as drift (``ownership.py``). The same holds
+after a reconcile whose apply failed half way. The memory is updated only in warn mode and dropped in
+enabled mode, so it never outlives a switch.
 
 Bounds: one entry per object of a warn-mode Kustomization (reference + 16-byte digest), at most
 ``max_kustomizations`` Kustomizations (least recently used dropped first: they fall back to layer 2).
@@ -39,7 +43,9 @@ from kustomize_controller.api.meta import Reason, Snapshot
 from kustomize_controller.apply.detect_only import HeldDrift
 from kustomize_controller.apply.manager import strip_invalid_ca_bundle
 from kustomize_controller.apply.objects import Object, ObjRef, deep_copy
+from kustomize_controller.apply.ownership import provably_unchanged
 from kustomize_controller.apply.staging import is_crd
+from kustomize_controller.apply.takeover import CONTROLLER_NAME
 
 #: history outcomes after which every object of the build was applied (or left drifted on purpose)
 APPLIED_OUTCOMES = frozenset({Reason.RECONCILIATION_SUCCEEDED, Reason.HEALTH_CHECK_FAILED, Reason.PRUNE_FAILED})
@@ -93,16 +99,25 @@ class AppliedRecords:
 class WarnPolicy:
     """The engine's ``DriftPolicy`` for one warn-mode reconcile (module contract)."""
 
-    def __init__(self, *, known: Mapping[ObjRef, bytes], build_unchanged: bool) -> None:
+    def __init__(
+        self, *, known: Mapping[ObjRef, bytes], build_unchanged: bool, field_manager: str = CONTROLLER_NAME
+    ) -> None:
         self._known = known
         self._build_unchanged = build_unchanged
+        self._field_manager = field_manager
         self.drifts: list[HeldDrift] = []
 
-    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
+    def unchanged(
+        self, ref: ObjRef, desired: Object, *, live: Object | None = None, dry_run: Object | None = None
+    ) -> bool:
         recorded = self._known.get(ref)
         if recorded is not None:
             return recorded == desired_fingerprint(desired)
-        return self._build_unchanged
+        if self._build_unchanged:
+            return True
+        if live is None or dry_run is None:
+            return False
+        return provably_unchanged(live, dry_run, manager=self._field_manager)
 
     def held(self, drift: HeldDrift) -> None:
         self.drifts.append(drift)

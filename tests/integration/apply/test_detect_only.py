@@ -28,7 +28,7 @@ class Policy:
         self.changed = changed
         self.drifts: list[HeldDrift] = []
 
-    def unchanged(self, ref: ObjRef, desired: Object) -> bool:
+    def unchanged(self, ref: ObjRef, desired: Object, *, live: Object | None, dry_run: Object | None) -> bool:
         return ref.name not in self.changed
 
     def held(self, drift: HeldDrift) -> None:

@@ -144,3 +144,18 @@ async def test_a_deleted_object_is_reported_not_recreated(env: ControllerEnv) ->
     await env.wait_for("app", lambda o: condition(o, "Drifted") is None)
     assert await env.exists("v1", "ConfigMap", "settings")
     assert await replicas(env) == 1
+
+
+async def test_after_a_restart_a_new_revision_still_leaves_the_scale_alone(env: ControllerEnv) -> None:
+    """No memory and a new build: the managed fields prove the Deployment's desired state unchanged."""
+    ns = env.namespace
+    await start_warn(env)
+    await scale(env, 4)
+    await env.wait_handled(await env.request_reconcile())
+    await env.stop()
+    artifact = await env.publish(files(mode="fast"))  # lands while the controller is down
+    await env.start()
+    obj = await env.wait_ready(revision=artifact["revision"])
+    assert (await env.get("v1", "ConfigMap", "settings"))["data"] == {"mode": "fast"}
+    assert await replicas(env) == 4
+    assert condition_message(obj, "Drifted").splitlines()[1:] == [f"Deployment/{ns}/web"]

@@ -107,3 +107,22 @@ def test_records_are_bounded_and_copied() -> None:
     assert records.get("k3") == {ref("a"): b"3"}
     records.forget("k3")
     assert records.get("k3") == {}
+
+
+def test_without_memory_or_digest_the_managed_fields_decide() -> None:
+    def obj(value: str, managers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+        out = cm("a", value)
+        out["metadata"]["managedFields"] = [{"manager": m, "operation": "Apply" if m == "kustomize-controller"
+                                             else "Update", "fieldsV1": f} for m, f in managers]
+        return out
+
+    ours = {"f:data": {"f:key": {}}}
+    policy = WarnPolicy(known={}, build_unchanged=False)
+    # kubectl took data.key: the desired value is still the one we applied
+    live = obj("hot", [("kustomize-controller", {}), ("kubectl-edit", ours)])
+    assert policy.unchanged(ref("a"), cm("a"), live=live, dry_run=obj("v", [("kustomize-controller", ours)]))
+    # we still own data.key and the desired value differs: a change
+    live = obj("v", [("kustomize-controller", ours)])
+    assert not policy.unchanged(ref("a"), cm("a", "w"), live=live, dry_run=obj("w", [("kustomize-controller", ours)]))
+    # nothing to read: not provable
+    assert not policy.unchanged(ref("a"), cm("a"), live=None, dry_run=None)
