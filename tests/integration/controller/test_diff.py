@@ -201,3 +201,25 @@ async def test_the_dry_run_impersonates_the_service_account(env: ControllerEnv) 
     await grant_configmaps(env, "tenant")
     code, out, err = await run_diff(env)
     assert (code, out) == (1, f"ConfigMap/{ns}/a created\n"), err
+
+
+async def test_objects_in_a_namespace_the_revision_creates(env: ControllerEnv, tmp_path: Path) -> None:
+    ns = env.namespace
+    new_ns = f"{ns}-new"
+    await applied(env, files())
+    namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {new_ns}\n"
+    inside = configmap("inside").replace("metadata:\n", f"metadata:\n  namespace: {new_ns}\n")
+    # without targetNamespace (which would move the new object too): namespaces spelled out
+    local = {name: text.replace("metadata:\n", f"metadata:\n  namespace: {ns}\n", 1)
+             for name, text in files().items() if name != "kustomization.yaml"}
+    local.update({"ns.yaml": namespace, "inside.yaml": inside,
+                  "kustomization.yaml": kustomization("cm.yaml", "web.yaml", "ns.yaml", "inside.yaml")})
+    for name, text in local.items():
+        (tmp_path / name).write_text(text)
+    await env.patch_spec({"targetNamespace": None})
+    code, out, err = await run_diff(env, "--path", str(tmp_path))
+    assert code == 1, err
+    assert f"Namespace/{new_ns} created\n" in out
+    assert f"ConfigMap/{new_ns}/inside created (not validated: needs objects this revision creates first)\n" in out
+    assert f"ConfigMap/{ns}/settings" not in out  # the same objects, in sync
+    assert not [n for n in await env.client.list("v1", "Namespace") if n["metadata"]["name"] == new_ns]
