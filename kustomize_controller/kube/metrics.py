@@ -50,6 +50,10 @@ class RestClientMetrics:
             code=str(code) if code is not None else "<error>", method=method.upper(), host=host
         ).inc()
 
+    def collectors(self) -> tuple[Counter | Gauge, ...]:
+        """Every family, for a registry that exports a client built before it."""
+        return (self.requests_total, self.retries_total, self.by_resource_total, self.throttling)
+
     def observe_retry(self, *, code: int, method: str, host: str) -> None:
         self.retries_total.labels(code=str(code), method=method.upper(), host=host).inc()
 
