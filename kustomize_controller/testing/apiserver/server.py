@@ -193,6 +193,11 @@ class ApiServer:
         """End every open watch stream (clients see a clean end of stream); returns how many."""
         return self.cluster.storage.close_all_watchers()
 
+    def resync_workload_status(self, namespace: str | None = None) -> int:
+        """With ``simulate_workloads``: every simulated workload's controller writes its status again
+        (a new resourceVersion, nothing else changed), as real controllers do whenever pods change."""
+        return self.cluster.controllers.resync_workload_status(namespace)
+
     def compact(self) -> None:
         """Drop the watch history: a watch or a continue token from an older resourceVersion gets 410."""
         self.cluster.storage.compact()
