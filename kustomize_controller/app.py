@@ -231,6 +231,7 @@ async def run_controller(
             options=ReconcilerOptions(
                 requeue_dependency=settings.requeue_dependency,
                 interval_jitter_percentage=settings.interval_jitter_percentage,
+                progress_status_delay=settings.progress_status_delay.total_seconds(),
                 source_access=SourceAccess(
                     no_cross_namespace_refs=settings.no_cross_namespace_refs,
                     allow_external_artifact=gates.enabled("ExternalArtifact"),

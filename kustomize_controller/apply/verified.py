@@ -24,8 +24,11 @@ controller) writes the status of what we applied, through the ``status`` subreso
 pods change — which changes the resourceVersion without any change to what we own, so the exact proof
 alone would miss most workload objects most intervals. A write through the ``status`` subresource
 never moves the spec or the generation (the API server takes the spec from the stored object) and its
-managed-fields entry is the one the proof leaves out; if it also changed metadata (some built-in status
-strategies let annotations or finalizers through), the proof lists those and misses.
+managed-fields entry is the one the proof leaves out. Some built-in status strategies let metadata
+through (the Deployment controller writes its ``deployment.kubernetes.io/revision`` annotation with
+``UpdateStatus``): labels and annotations owned only by ``status`` entries are left out of the proof
+too. Any main-resource writer that touches such a key takes a share of it in its own entry, which the
+proof lists.
 
 Why drift correction stays correct: any write to the main resource that changes the object — a
 ``kubectl edit``, another controller, a ``kubectl apply`` whose fields a takeover would claim — updates
@@ -77,6 +80,20 @@ def _proof(object_uid: str, rv: str, print_: str) -> bytes:
     return hashlib.blake2b(f"{object_uid}\0{rv}\0{print_}".encode(), digest_size=16).digest()
 
 
+def _status_owned_metadata(managed: list[Any]) -> tuple[set[str], set[str]]:
+    """Label and annotation keys that a ``status``-subresource writer owns and no main-resource writer
+    does: the Deployment controller writes ``deployment.kubernetes.io/revision`` with its status."""
+    owned: dict[bool, tuple[set[str], set[str]]] = {True: (set(), set()), False: (set(), set())}
+    for entry in managed:
+        if not isinstance(entry, dict):
+            continue
+        fields = (entry.get("fieldsV1") or {}).get("f:metadata") or {}
+        labels, annotations = owned[entry.get("subresource") == "status"]
+        labels.update(k[2:] for k in (fields.get("f:labels") or {}) if k.startswith("f:"))
+        annotations.update(k[2:] for k in (fields.get("f:annotations") or {}) if k.startswith("f:"))
+    return owned[True][0] - owned[False][0], owned[True][1] - owned[False][1]
+
+
 def _main_resource_proof(live: Object, print_: str) -> bytes | None:
     """The digest of what a write to the main resource changes (see the module contract), or ``None``
     for objects without a generation or read without managed fields."""
@@ -88,11 +105,12 @@ def _main_resource_proof(live: Object, print_: str) -> bytes | None:
     if not isinstance(generation, int) or generation <= 0 or not isinstance(managed, list) or not managed:
         return None
     main = [e for e in managed if isinstance(e, dict) and e.get("subresource") != "status"]
+    status_labels, status_annotations = _status_owned_metadata(managed)
     state = [
         meta.get("uid"),
         generation,
-        meta.get("labels") or {},
-        meta.get("annotations") or {},
+        {k: v for k, v in (meta.get("labels") or {}).items() if k not in status_labels},
+        {k: v for k, v in (meta.get("annotations") or {}).items() if k not in status_annotations},
         meta.get("finalizers") or [],
         meta.get("ownerReferences") or [],
         meta.get("deletionTimestamp"),

@@ -83,6 +83,8 @@ class ReconcilerOptions:
     additive_cel_dependency_check: bool = False
     object_level_workload_identity: bool = False
     apply: ApplyStepOptions = field(default_factory=ApplyStepOptions)
+    # progress states are written only once a reconcile has run this long (context.py; 0: upstream)
+    progress_status_delay: float = 0.0
 
 
 def _compile_ready_expr(expression: str) -> BoolProgram:
@@ -138,12 +140,14 @@ class KustomizationReconciler:
             clock=self._clock,
             notifier=self._notifier,
             started=self._clock.monotonic(),
+            progress_delay=self._options.progress_status_delay,
         )
         with contextlib.ExitStack() as stack:
             if self._hooks is not None:
                 ctx.interrupt = stack.enter_context(self._hooks.listen(request))
             try:
-                return await self._reconcile(ctx)
+                async with ctx.publishing_progress():
+                    return await self._reconcile(ctx)
             finally:
                 if not ctx.extra.get(_QUICK_RETRY):
                     self._quick_retries.reset((request.namespace, request.name))

@@ -9,8 +9,9 @@ expects (``observedGeneration`` = ``generation``, replicas counts equal to ``spe
 Available/Progressing conditions a Deployment controller sets). Nothing fails, nothing takes time.
 A Deployment whose pod template is new first gets the ``deployment.kubernetes.io/revision`` annotation
 through the ``status`` subresource (manager ``kube-controller-manager``; the generation does not move),
-as the real Deployment controller's ``UpdateStatus`` does. ``ApiServer.resync_workload_status()`` writes the status of every
-simulated workload again (fresh condition times), as controllers do whenever their pods change.
+as the real Deployment controller's ``UpdateStatus`` does. ``ApiServer.resync_workload_status()`` writes
+the status of every simulated workload again (fresh condition times), as controllers do whenever their
+pods change.
 """
 
 from __future__ import annotations

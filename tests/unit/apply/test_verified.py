@@ -228,3 +228,22 @@ def test_kinds_without_generation_keep_the_exact_proof_only() -> None:
     live = {"metadata": {"uid": "u1", "resourceVersion": "5", "managedFields": [{"manager": "m"}]}, "data": {}}
     verified.remember(REF, "f", live)
     assert not verified.is_verified(REF, "f", {**live, "metadata": {**live["metadata"], "resourceVersion": "6"}})
+
+
+def test_metadata_the_status_writer_owns_is_not_drift_but_a_main_resource_writer_of_it_is() -> None:
+    verified = VerifiedApplies()
+    proof = _deployment()
+    verified.remember(DEPLOY, "f", proof)
+    ours = proof["metadata"]["managedFields"]  # type: ignore[index]
+    revision_entry = {**_status_entry("2026-11-24T10:05:00Z"),
+                      "fieldsV1": {"f:metadata": {"f:annotations": {"f:deployment.kubernetes.io/revision": {}}},
+                                   "f:status": {}}}
+    rolled = _deployment(rv="12", annotations={"deployment.kubernetes.io/revision": "1"},
+                         managed=[*ours, revision_entry])
+    assert verified.is_verified(DEPLOY, "f", rolled)
+    edit = {"manager": "kubectl-annotate", "operation": "Update", "apiVersion": "apps/v1",
+            "time": "2026-11-24T10:06:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {"f:deployment.kubernetes.io/revision": {}}}}}
+    forged = _deployment(rv="13", annotations={"deployment.kubernetes.io/revision": "7"},
+                         managed=[*ours, revision_entry, edit])
+    assert not verified.is_verified(DEPLOY, "f", forged)
