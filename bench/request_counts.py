@@ -33,10 +33,16 @@ def _per_ks(after: dict[tuple[str, str], float], before: dict[tuple[str, str], f
     total = metric_sum(after, "rest_client_requests_total") - metric_sum(before, "rest_client_requests_total")
     m[f"{key}.requests_per_ks"] = total / n
     a, b = requests_by_kind(after), requests_by_kind(before)
+    startup = 0.0
     for what, count in a.items():
         delta = count - b.get(what, 0.0)
         if delta:
             m[f"{key}.req.{what}"] = delta / n
+            if what.startswith(("list ", "watch ", "get (discovery)")):
+                startup += delta
+    # what the reconciles cost, without the informers' lists and watches and the discovery reads of
+    # the process (paid once per start, not per Kustomization)
+    m[f"{key}.reconcile_requests_per_ks"] = (total - startup) / n
     retries = metric_sum(after, "rest_client_request_retries_total") - metric_sum(
         before, "rest_client_request_retries_total")
     if retries:
@@ -93,16 +99,17 @@ def summary_rows(table: dict[str, list[float]]) -> list[str]:
         modes = [k.split(".", 2)[2] for k in table if k.startswith(f"{prefix}.mode.")]
         for phase, what in PHASES:
             total = med(f"{prefix}.{phase}.requests_per_ks")
+            per_reconcile = med(f"{prefix}.{phase}.reconcile_requests_per_ks")
             seconds = med(f"{prefix}.{phase}.seconds")
-            if total is None:
+            if total is None or per_reconcile is None:
                 continue
             parts = sorted(((k.split(".req.", 1)[1], v) for k in table if k.startswith(f"{prefix}.{phase}.req.")
                             for v in [med(k) or 0.0]), key=lambda kv: -kv[1])
             detail = ", ".join(f"{what_} {value:.2f}" for what_, value in parts if value >= 0.005)
             target = TARGETS[phase]
-            verdict = "met" if total <= target else "**not met**"
+            verdict = "met" if per_reconcile <= target else "**not met**"
             rows.append(f"| {label} ({'/'.join(modes) or '?'}) | {what} | {seconds or 0:.2f} s | {total:.2f} | "
-                        f"≤ {target:g}: {verdict} | {detail} |")
+                        f"{per_reconcile:.2f} | ≤ {target:g}: {verdict} | {detail} |")
     return rows
 
 
@@ -114,11 +121,14 @@ def render(table: dict[str, list[float]], n: int) -> list[str]:
         f"### Requests per Kustomization, {n} × 4 objects, default flags (issue 13)",
         "",
         "Counted by the controller itself (`kustomize_controller_kube_requests_total`, so the same on a real "
-        "cluster); the cold start includes the finalizer reconcile and the informers' list and watch.",
+        "cluster). All requests of the phase divided by the Kustomizations; then the same without the "
+        "process's start-up reads (informers' lists and watches, discovery), which are paid once per start, "
+        "not per Kustomization: that is what one reconcile costs, and what the target is about. The cold "
+        "start includes the reconcile that adds the finalizer.",
         "",
-        "| API server | phase | time | requests / Kustomization | target | by verb and resource "
-        "(per Kustomization) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| API server | phase | time | requests / Kustomization | of which reconciles | target | "
+        "by verb and resource (per Kustomization) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
     ]

@@ -84,8 +84,18 @@ class Controllers:
             return stored
         updated = copy.deepcopy(stored)
         updated["metadata"].setdefault("annotations", {})[workloads.REVISION_ANNOTATION] = str(revision)
-        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status",
-                              now=self.cluster.now())
+        now = self.cluster.now()
+        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status", now=now)
+        # a real server records the annotation in the status writer's entry (it went through /status)
+        entries = managed.load(updated)
+        identity = ("kube-controller-manager", "Update", "status", rt.api_version)
+        entry = managed.find(entries, identity)
+        if entry is None:
+            entry = managed.Entry("kube-controller-manager", "Update", rt.api_version, "status", now, set())
+            entries.append(entry)
+        entry.fields.add(("f:metadata", "f:annotations", f"f:{workloads.REVISION_ANNOTATION}"))
+        entry.time = now
+        managed.store(updated, entries)
         return self.cluster.storage.put(rt.storage_key, updated)
 
     def resync_workload_status(self, namespace: str | None = None) -> int:
