@@ -7,6 +7,7 @@ import pytest
 
 from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
 from tests.integration.controller.manifests import configmap
+from tests.integration.controller.test_metrics import scrape, values
 
 pytestmark = pytest.mark.integration
 
@@ -42,3 +43,27 @@ async def test_a_lasting_failure_that_is_not_about_reachability_is_reported_at_o
     failed = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "ReconciliationFailed"),
                                 within=60)
     assert "nope" in condition_message(failed, "Ready")
+
+
+async def test_under_load_shedding_every_429_is_waited_out(env: ControllerEnv) -> None:
+    """A fifth of the API requests answered 429 + Retry-After (APF shedding load): every Kustomization
+    still becomes Ready, none is ever reported failed, and the retries are counted."""
+    server = env.server
+    server.options.throttle_retry_after = 0  # Retry-After: 0 keeps the test quick; the path is the same
+    artifact = await env.publish({"cm.yaml": configmap("a"), "cm2.yaml": configmap("b")})
+    names = [f"app{i}" for i in range(6)]
+    for name in names:
+        await env.create(env.kustomization(name, targetNamespace=env.namespace, retryInterval="10m",
+                                           nameSuffix=f"-{name}"))
+    server.options.throttle_share = 0.2
+    try:
+        await env.start()
+        for name in names:
+            await env.wait_ready(name, revision=artifact["revision"], within=120)
+    finally:
+        server.options.throttle_share = 0.0
+    shed = [r for r in server.requests if r.status == 429]
+    assert shed
+    samples = await scrape(env)
+    assert sum(values(samples, "rest_client_request_retries_total", code="429")) >= 1
+    assert not [e for e in await env.events() if e.get("type") == "Warning"]
