@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import report, request_counts, scenarios
+from bench import report, request_counts, scenarios, workload
 
 ALL = ("cold", "latency", "big", "failover", "baseline", "requests")
 
@@ -127,6 +127,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
         await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
     if "requests" in wanted:
         for variant in p.get("requests_variants", ["apf", "noapf"]):
+            if variant == "noapf" and workload.EXTERNAL_KUBECONFIG:
+                print("[bench] requests: a real cluster's flow-control headers cannot be turned off; "
+                      "skipping the noapf variant", flush=True)
+                continue
             await record("requests", p["requests_size"],
                          lambda m, variant=variant: request_counts.request_counts(
                              cfg, p["requests_size"], flow_control_headers=variant == "apf", into=m))
