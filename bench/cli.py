@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import report, request_counts, scenarios, workload
 
-ALL = ("cold", "latency", "big", "failover", "baseline")
+ALL = ("cold", "latency", "big", "failover", "baseline", "requests")
 
 
 def _sizes(text: str) -> list[int]:
@@ -51,6 +51,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
     p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
     p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
+    p.add_argument("--requests-size", type=int, default=None,
+                   help="Kustomizations of the requests-per-phase scenario, default flags (100)")
+    p.add_argument("--requests-variants", default="apf,noapf",
+                   help="API server variants of that scenario: apf (flow-control headers on), noapf (off)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -79,6 +83,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "latency_size": args.latency_size or (20 if quick else 100),
         "latency_samples": args.latency_samples or (20 if quick else 100),
         "baseline_size": args.baseline_size or (20 if quick else 100),
+        "requests_size": args.requests_size or (20 if quick else 100),
+        "requests_variants": [v for v in args.requests_variants.split(",") if v],
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -119,6 +125,15 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
             await record("big", objects, lambda m, objects=objects: scenarios.big(cfg, objects, into=m))
     if "failover" in wanted:
         await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
+    if "requests" in wanted:
+        for variant in p.get("requests_variants", ["apf", "noapf"]):
+            if variant == "noapf" and workload.EXTERNAL_KUBECONFIG:
+                print("[bench] requests: a real cluster's flow-control headers cannot be turned off; "
+                      "skipping the noapf variant", flush=True)
+                continue
+            await record("requests", p["requests_size"],
+                         lambda m, variant=variant: request_counts.request_counts(
+                             cfg, p["requests_size"], flow_control_headers=variant == "apf", into=m))
     if "baseline" in wanted:
         for parallel in (1, 4):
             await record("baseline", p["baseline_size"],

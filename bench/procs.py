@@ -162,8 +162,9 @@ def _log_file(path: Path) -> BinaryIO:
 
 
 class ApiServerProcess:
-    def __init__(self, *, workdir: Path) -> None:
+    def __init__(self, *, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
+        self.extra_args = extra_args
         self.kubeconfig = str(workdir / "apiserver.kubeconfig")
         self.url = ""
         self.proc: asyncio.subprocess.Process | None = None
@@ -173,7 +174,7 @@ class ApiServerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
             "--kubeconfig-out", self.kubeconfig, "--simulate-workloads", "--history-size", "200000",
-            stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
+            *self.extra_args, stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
             preexec_fn=_die_with_parent,
         )
         log.close()
@@ -325,3 +326,31 @@ def requests_by_method(samples: dict[tuple[str, str], float]) -> dict[str, float
             method = match.group(1) if match else "?"
             out[method] = out.get(method, 0.0) + value
     return out
+
+
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
+
+
+def requests_by_kind(samples: dict[tuple[str, str], float]) -> dict[str, float]:
+    """``kustomize_controller_kube_requests_total`` by what the request was: ``"get configmaps"``,
+    ``"patch (dry-run) deployments"``, ``"patch kustomizations/status"``."""
+    out: dict[str, float] = {}
+    for (metric, raw), value in samples.items():
+        if metric != "kustomize_controller_kube_requests_total":
+            continue
+        labels = dict(_LABEL.findall(raw))
+        verb, resource, sub, dry = (labels.get(k, "") for k in ("verb", "resource", "subresource", "dry_run"))
+        plural = resource.split(".", 1)[0]  # the group adds length, never ambiguity, for this workload
+        key = f"{verb}{' (dry-run)' if dry == 'true' else ''} {plural or '(discovery)'}{'/' + sub if sub else ''}"
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def throttling_mode(samples: dict[tuple[str, str], float]) -> str:
+    """The client-side throttling mode the controller chose at start-up (``kube/flowcontrol.py``)."""
+    for (metric, raw), value in samples.items():
+        if metric == "kustomize_controller_kube_client_throttling" and value == 1:
+            match = re.search(r'mode="([^"]*)"', raw)
+            if match:
+                return match.group(1)
+    return "unknown"

@@ -12,6 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench import request_counts
+
 ANALYSIS = Path(__file__).resolve().parent / "analysis.md"
 
 UPSTREAM_COLD = {100: (26.0, "26 s / 32-134 MiB"), 500: (120.0, "2m0s / 72-183 MiB"), 1000: (253.0, "4m13s / 223 MiB")}
@@ -172,7 +174,11 @@ def render(data: dict[str, Any]) -> str:
     ]
     if data.get("note"):
         lines.append(f"- **conditions:** {data['note']}")
-    lines += ["", "## Summary against upstream and the targets", "", *summary(data), "", "## All numbers",
+    lines += ["", "## Summary against upstream and the targets", "", *summary(data), ""]
+    table = _collect(data["results"])
+    for size in sorted(k[1] for k in table if k[0] == "requests"):
+        lines += request_counts.render(table[("requests", size)], size)
+    lines += ["## All numbers",
               "", "Median [min–max] over the runs; durations in seconds unless the name says otherwise.",
               *details(data)]
     if ANALYSIS.exists():

@@ -82,7 +82,8 @@ def api_cpu(api: Cluster) -> float:
 
 
 @contextlib.asynccontextmanager
-async def cluster(cfg: Config, label: str) -> AsyncIterator[tuple[Cluster, KubeClient, ArtifactServer]]:
+async def cluster(cfg: Config, label: str, *, api_args: tuple[str, ...] = ()
+                  ) -> AsyncIterator[tuple[Cluster, KubeClient, ArtifactServer]]:
     if EXTERNAL_KUBECONFIG:
         external = ExternalCluster(EXTERNAL_KUBECONFIG)
         client = KubeClient(config=await load_kubeconfig(external.kubeconfig), qps=-1, burst=-1)
@@ -96,7 +97,7 @@ async def cluster(cfg: Config, label: str) -> AsyncIterator[tuple[Cluster, KubeC
             await client.close()
         return
     workdir = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=cfg.workdir))
-    async with ApiServerProcess(workdir=workdir) as api:
+    async with ApiServerProcess(workdir=workdir, extra_args=api_args) as api:
         client = KubeClient(config=await load_kubeconfig(api.kubeconfig), qps=-1, burst=-1)
         try:
             async with ArtifactServer() as artifacts:

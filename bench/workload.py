@@ -41,8 +41,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 
 
-def _app_objects(i: int, j: int, rev: int) -> str:
+def _app_objects(i: int, j: int, rev: int, image_rev: int | None = None) -> str:
     name = f"app-{i}" if j == 0 else f"app-{i}-{j}"
+    image_rev = rev if image_rev is None else image_rev
     return f"""---
 apiVersion: apps/v1
 kind: Deployment
@@ -61,7 +62,7 @@ spec:
       serviceAccountName: {name}
       containers:
       - name: app
-        image: ghcr.io/stefanprodan/podinfo:6.5.{rev}
+        image: ghcr.io/stefanprodan/podinfo:6.5.{image_rev}
         ports:
         - {{containerPort: 9898, name: http}}
         resources:
@@ -94,12 +95,14 @@ data:
 """
 
 
-def app_files(i: int, *, rev: int = 1, objects: int = 4) -> dict[str, str]:
+def app_files(i: int, *, rev: int = 1, objects: int = 4, image_rev: int | None = None) -> dict[str, str]:
+    """``image_rev`` (default ``rev``): the Deployment's image tag; a revision that keeps it changes only
+    the ConfigMap (issue 13's "new revision" phase)."""
     groups = max(1, objects // 4)
     return {
         "kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
         "resources:\n- app.yaml\n",
-        "app.yaml": "".join(_app_objects(i, j, rev) for j in range(groups)),
+        "app.yaml": "".join(_app_objects(i, j, rev, image_rev) for j in range(groups)),
     }
 
 
@@ -200,9 +203,11 @@ async def bounded(coros: Iterable[Any], *, limit: int = 8) -> list[Any]:
     return await asyncio.gather(*(one(c) for c in coros))
 
 
-async def publish(client: KubeClient, artifacts: ArtifactServer, i: int, *, rev: int, objects: int = 4) -> str:
+async def publish(client: KubeClient, artifacts: ArtifactServer, i: int, *, rev: int, objects: int = 4,
+                  image_rev: int | None = None) -> str:
     """Publish revision ``rev`` of app ``i`` and point its GitRepository at it; returns the revision."""
-    artifact = await artifacts.publish_files(app_files(i, rev=rev, objects=objects), name=f"app-{i}")
+    files = app_files(i, rev=rev, objects=objects, image_rev=image_rev)
+    artifact = await artifacts.publish_files(files, name=f"app-{i}")
     await publish_source(client, kind="GitRepository", namespace=FLUX_NS, name=f"app-{i}", artifact=artifact)
     return str(artifact["revision"])
 

@@ -35,6 +35,7 @@ from kustomize_controller.apply.staging import parse_group_kind_set
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_config
 from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.kube.flowcontrol import configure_throttling
 from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
@@ -128,6 +129,17 @@ def _map_with_log(func: Callable[[Any], list[Request]], what: str) -> Callable[[
     return mapped
 
 
+async def _configure_throttling(client: KubeClient, settings: Settings) -> None:
+    """No client-side limiter where the API server has priority and fairness (kube/flowcontrol.py)."""
+    throttling = await configure_throttling(client, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
+    if throttling.mode == "priority-and-fairness":
+        _log.info("API Priority and Fairness is enabled on the API server: client-side throttling is off",
+                  server=client.config.server)
+    else:
+        _log.info("client-side throttling of API requests", server=client.config.server, mode=throttling.mode,
+                  qps=throttling.qps, burst=throttling.burst, probe_error=throttling.probe_error or None)
+
+
 async def run_controller(
     settings: Settings,
     *,
@@ -142,6 +154,7 @@ async def run_controller(
     gates = settings.feature_gates
     config = await load_config(kubeconfig=settings.kubeconfig or None)
     client = KubeClient(config=config, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
+    await _configure_throttling(client, settings)
     try:
         command = await detect_builder(clock=clock, kustomize_binary=settings.kustomize_binary or None)
     except Exception as err:
@@ -218,6 +231,7 @@ async def run_controller(
             options=ReconcilerOptions(
                 requeue_dependency=settings.requeue_dependency,
                 interval_jitter_percentage=settings.interval_jitter_percentage,
+                progress_status_delay=settings.progress_status_delay.total_seconds(),
                 source_access=SourceAccess(
                     no_cross_namespace_refs=settings.no_cross_namespace_refs,
                     allow_external_artifact=gates.enabled("ExternalArtifact"),

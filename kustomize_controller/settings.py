@@ -135,6 +135,7 @@ class Settings:
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
     runtime_namespace: str = ""
+    progress_status_delay: timedelta = timedelta(seconds=2)
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
         """``--custom-apply-stage-kinds`` as (group, kind) pairs; ``Kind`` alone means the core group."""
@@ -284,6 +285,9 @@ FLAGS: tuple[_Flag, ...] = (
           "The maximum size in bytes of a source artifact (ours; upstream has no limit)."),
     _Flag("kustomize-binary", "kustomize_binary", "str",
           "Path of the kustomize (or kubectl) binary used for builds (ours)."),
+    _Flag("progress-status-delay", "progress_status_delay", "duration",
+          "Publish a reconcile's progress states (Ready=Unknown, Reconciling messages) only once it has run "
+          "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
 )

@@ -107,6 +107,9 @@ class ApplyOptions:
     wait_timeout: float = 60.0
     migrate_api_version: bool = False  # feature gate MigrateAPIVersion (writes in phase A, see docs)
     detect_only: DriftPolicy | None = None  # drift-detection: warn (module contract)
+    # Objects expected to exist (the previous inventory). ``None``: GET every object first, as upstream.
+    # Otherwise an object not in it is dry-run first, and read only if the dry-run shows it exists.
+    expected: frozenset[ObjRef] | None = None
 
 
 def is_immutable_error(err: BaseException) -> bool:
@@ -353,9 +356,31 @@ class ResourceManager:
             return ""
         return f"{self.field_manager}|{options.cleanup!r}|{options.ignore_rules!r}|{options.migrate_api_version}"
 
+    def _probe_first(self, plan: _Plan, options: ApplyOptions) -> bool:
+        """Whether to dry-run before reading: an object new to the inventory most likely does not exist,
+        and a dry-run create says so (an empty resourceVersion) — its GET would only answer 404."""
+        if options.expected is None or plan.ref in options.expected or options.migrate_api_version:
+            return False
+        desired = plan.desired
+        return not (
+            any_in_metadata(desired, options.exclusion_selector)
+            or any_in_metadata(desired, options.if_not_present_selector)
+        )
+
     async def _validate(self, plan: _Plan, options: ApplyOptions, context: str = "") -> None:
         desired = plan.desired
         strip_invalid_ca_bundle(desired)
+        if self.verified is not None:
+            plan.fingerprint = fingerprint(desired, context=context)
+        probed: Object | None = None
+        if self._probe_first(plan, options):
+            try:
+                probed = await self._dry_run(desired)
+            except (KubeError, ValueError):
+                probed = None  # read first and dry-run again: the errors need the live object
+            if probed is not None and not resource_version(probed):
+                self._plan_from_dry_run(plan, probed, options)  # absent: created, nothing to read
+                return
         live = await self._get_live(plan.ref, str(desired.get("apiVersion") or ""))
         plan.live = live
         if any_in_metadata(desired, options.exclusion_selector) or any_in_metadata(live, options.exclusion_selector):
@@ -365,15 +390,14 @@ class ResourceManager:
             plan.entry = ChangeSetEntry.for_object(live, Action.SKIPPED)
             return
         verified = self.verified
-        if verified is not None and live is not None:
-            plan.fingerprint = fingerprint(desired, context=context)
-            if verified.is_verified(plan.ref, plan.fingerprint, live):
-                plan.entry = ChangeSetEntry.for_object(live, Action.UNCHANGED)
-                return
+        if verified is not None and live is not None and verified.is_verified(plan.ref, plan.fingerprint, live):
+            plan.entry = ChangeSetEntry.for_object(live, Action.UNCHANGED)
+            return
         if options.migrate_api_version and live is not None:
             await self._migrate_api_version(plan, live)
         try:
-            dry_run = await self._dry_run(desired)
+            # a dry-run made before the read still holds: drift is what it would change in ``live``
+            dry_run = probed if probed is not None and live is not None else await self._dry_run(desired)
         except ValueError as exc:
             raise DryRunError(_missing_namespace_message(plan.ref, exc)) from exc
         except KubeError as exc:
@@ -525,10 +549,14 @@ class ResourceManager:
         if plan.resolutions:
             apply_resolutions(payload, plan.resolutions)
         try:
-            await self.client.apply(payload, field_manager=self.field_manager, force=True)
+            applied = await self.client.apply(payload, field_manager=self.field_manager, force=True)
         except KubeError as exc:
             raise ApplyFailedError(
                 f"{ref} apply failed: {_error_text(exc)}", change_set=ChangeSet(list(done.entries))
             ) from exc
+        if self.verified is not None and plan.fingerprint and not plan.resolutions:
+            # the answer is the object as this apply of the desired manifest left it: the next dry-run
+            # of the same manifest would find it unchanged (verified.py), so it is not paid for
+            self.verified.remember(ref, plan.fingerprint, applied)
         if plan.entry is not None:
             done.add(plan.entry)

@@ -18,7 +18,12 @@ Contract:
   Only the root client closes the pool.
 
 - An answer of 429 (or 5xx) carrying ``Retry-After`` means the server did not act on the request: it
-  is sent again after that delay (at most 10 s, at most 3 times), as client-go does.
+  is sent again after that delay (at most 10 s each time, at most 10 times), as client-go does, and
+  counted in ``rest_client_request_retries_total``. Only a 429 that persists through all of them
+  reaches the caller.
+- Every request is also counted by verb and resource (``kustomize_controller_kube_requests_total``).
+- Throttling: the bucket starts with ``qps``/``burst``; ``set_throttling`` (the start-up priority and
+  fairness probe, ``kube.flowcontrol``) reconfigures it for this client and every client derived from it.
 
 Not promised: other retries (callers own their retry policy: ``errors.is_transient``), protobuf,
 WatchList.
@@ -36,6 +41,7 @@ import kustomize_controller
 from kustomize_controller.kube.config import ClientConfig, NoAuth, StaticToken
 from kustomize_controller.kube.discovery import ResourceInfo, RestMapper
 from kustomize_controller.kube.errors import ApiError, TransportError, api_error_from_status
+from kustomize_controller.kube.flowcontrol import Throttling, ThrottlingCache
 from kustomize_controller.kube.metrics import RestClientMetrics
 from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, TokenBucket
 from kustomize_controller.kube.transport import AiohttpTransport, HttpRequest, Timeout, Transport
@@ -52,7 +58,7 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 USER_AGENT = f"kustomize-controller/{kustomize_controller.__version__}"
 DEFAULT_PAGE_SIZE = 500
 WATCH_READ_MARGIN = 30.0
-MAX_RETRY_AFTER_RETRIES = 3
+MAX_RETRY_AFTER_RETRIES = 10  # client-go's rest.Request maxRetries
 MAX_RETRY_AFTER_SECONDS = 10.0
 _METADATA_ACCEPT_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;q=0.9"
 _METADATA_ACCEPT_WATCH = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json;q=0.9"
@@ -115,6 +121,8 @@ class KubeClient:
             self._clock = _parent._clock
             self._metrics = _parent._metrics
             self.mapper = _parent.mapper
+            self.flag_limits: tuple[float, int] = _parent.flag_limits
+            self.remote_throttling: ThrottlingCache = _parent.remote_throttling
             self._owns_transport = False
         else:
             self._transport = transport or AiohttpTransport(
@@ -124,6 +132,10 @@ class KubeClient:
             )
             self._owns_transport = True
             self._bucket = TokenBucket(qps=qps, burst=burst, clock=self._clock)
+            # the flags' limits, kept for clients of other servers (remote clusters), which decide anew
+            self.flag_limits = (qps, burst)
+            # what the clients built for other servers (remote clusters) learnt about them
+            self.remote_throttling = ThrottlingCache(clock=self._clock)
             self._metrics = metrics or RestClientMetrics()
             self.mapper = RestMapper(fetch=self._fetch_discovery)
 
@@ -169,6 +181,27 @@ class KubeClient:
         """The ``rest_client_requests_total`` counter this client (and its derived clients) count into."""
         return self._metrics
 
+    def set_throttling(self, throttling: Throttling) -> None:
+        """Apply a throttling decision (``kube.flowcontrol``) to the bucket this client shares."""
+        self._bucket.reconfigure(qps=throttling.qps, burst=throttling.burst)
+        self._metrics.set_throttling(host=self._host, mode=throttling.mode)
+
+    @property
+    def rate_limited(self) -> bool:
+        """Whether requests wait for a client-side token."""
+        return not self._bucket.disabled
+
+    async def probe(self, path: str, *, request_timeout: float) -> tuple[int, Mapping[str, str]]:
+        """GET a non-resource path and return the status and headers of the answer (no error on
+        non-2xx; ``TransportError`` when no answer came)."""
+        limits = Timeout(total=request_timeout, connect=min(10.0, request_timeout))
+        resp = await self._send("GET", path, accept="*/*", limits=limits)
+        try:
+            await resp.read()
+        finally:
+            await resp.close()
+        return resp.status, dict(resp.headers)
+
     @property
     def impersonated_user(self) -> str | None:
         return self._impersonate[0] if self._impersonate else None
@@ -203,6 +236,7 @@ class KubeClient:
         """Send one request (after a rate-limit token) and return the open response on 2xx."""
         refreshed = False
         retries = 0
+        self._count_request(method, path, params)
         while True:
             await self._bucket.wait()
             request = HttpRequest(
@@ -230,10 +264,22 @@ class KubeClient:
                 # the server did not act on the request (429 from API priority and fairness, or a
                 # 5xx carrying Retry-After): client-go retries these after the delay it names
                 retries += 1
+                self._metrics.observe_retry(code=resp.status, method=method, host=self._host)
                 await resp.close()
                 await self._clock.sleep(wait)
                 continue
             return resp
+
+    def _count_request(self, method: str, path: str, params: Sequence[tuple[str, str]]) -> None:
+        resource, name, subresource = _resource_of(path)
+        watch = any(k == "watch" and v == "true" for k, v in params)
+        verb = _VERBS.get(method, method.lower())
+        if method == "GET":
+            verb = "watch" if watch else ("get" if name or not resource else "list")
+        elif method == "DELETE" and not name:
+            verb = "deletecollection"
+        dry_run = any(k == "dryRun" for k, _ in params)
+        self._metrics.observe_request(verb=verb, resource=resource, subresource=subresource, dry_run=dry_run)
 
     async def _request_json(
         self,
@@ -553,6 +599,29 @@ class KubeClient:
                 yield WatchEvent(type=etype, object=obj)
         finally:
             await resp.close()
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _resource_of(path: str) -> tuple[str, str, str]:
+    """``(plural.group, name, subresource)`` of an API path; ``("", "", "")`` for discovery and
+    non-resource paths."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, rest = "", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, rest = parts[1], parts[3:]
+    else:
+        return "", "", ""
+    if not rest:
+        return "", "", ""
+    if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]
+    resource = rest[0] + (f".{group}" if group else "")
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    return resource, name, subresource
 
 
 def _retry_after(resp: Any) -> float | None:

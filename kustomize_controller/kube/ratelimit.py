@@ -6,6 +6,8 @@ Contract:
   (each reserves the next token when it calls, so later callers queue behind earlier ones).
 - ``qps < 0`` or ``burst < 0`` (the flags' ``-1``) disables limiting: ``wait()`` returns at once.
 - A waiter cancelled while sleeping gives its token back.
+- ``reconfigure(qps, burst)`` changes the limits in place (every client sharing the bucket follows;
+  the start-up priority-and-fairness probe uses it), starting again from a full bucket.
 
 Not promised: fairness between clients derived from one another; they share one bucket on purpose
 (one process, one budget, as in client-go where a rest.Config has one limiter).
@@ -39,12 +41,16 @@ class SystemClock:
 
 class TokenBucket:
     def __init__(self, *, qps: float, burst: int, clock: MonotonicClock | None = None) -> None:
-        self.disabled = qps < 0 or burst < 0
-        if not self.disabled and qps == 0:
+        self._clock: MonotonicClock = clock or SystemClock()
+        self.reconfigure(qps=qps, burst=burst)
+
+    def reconfigure(self, *, qps: float, burst: int) -> None:
+        disabled = qps < 0 or burst < 0
+        if not disabled and qps == 0:
             raise ValueError("kube API qps must be positive, or -1 to disable client-side limiting")
+        self.disabled = disabled
         self.qps = float(qps)
         self.burst = max(1, int(burst))
-        self._clock: MonotonicClock = clock or SystemClock()
         self._tokens = float(self.burst)
         self._last = self._clock.monotonic()
 

@@ -21,6 +21,7 @@ does). Failures are always written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -42,7 +43,12 @@ from kustomize_controller.apply.health import (
     targets_from_references,
     wait_for_set,
 )
-from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects
+from kustomize_controller.apply.inventory import (
+    from_change_set,
+    inventory_objects,
+    merge_survivors,
+    stale_objects,
+)
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef
@@ -264,7 +270,10 @@ class ApplyStep:
         drift_policy = self._detect_only.policy(ctx, digest=result.digest)
         if objects:
             try:
-                change_set = await manager.apply_all_staged(objects, self._apply_options(ctx, drift_policy))
+                # objects new to the inventory are dry-run before they are read (apply/manager.py)
+                expected = frozenset(o.ref for o in inventory_objects(old_inventory))
+                options = dataclasses.replace(self._apply_options(ctx, drift_policy), expected=expected)
+                change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
                 self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())

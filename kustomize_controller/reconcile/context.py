@@ -7,13 +7,23 @@ the one ``StatusPatcher`` that knows what was written last.
 Two kinds of write: ``progress()`` publishes an in-flight state (upstream's "Fetching/Building/
 Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set;
 ``patch()`` always writes (the finalizer, the final status of every exit).
+
+Progress is also held during the first ``progress_delay`` seconds of a reconcile: a reconcile that
+ends sooner writes only its final status (upstream writes and overwrites three or four progress states
+within a few hundred milliseconds). ``publishing_progress()`` owns a timer that, when the delay
+passes with the reconcile still running, publishes the latest held state; from then on every
+``progress()`` writes at once, as upstream. ``progress_delay = 0`` is upstream's behaviour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import structlog
 
 from kustomize_controller.api.kustomization import Kustomization
 from kustomize_controller.api.meta import ConditionType, Reason
@@ -22,6 +32,8 @@ from kustomize_controller.reconcile.interrupt import Interrupt
 from kustomize_controller.reconcile.notify import SEVERITY_ERROR, SEVERITY_INFO, Notifier
 from kustomize_controller.reconcile.status import StatusPatcher
 from kustomize_controller.runtime.clock import Clock
+
+_log = structlog.get_logger()
 
 READY = ConditionType.READY
 RECONCILING = ConditionType.RECONCILING
@@ -45,6 +57,10 @@ class ReconcileContext:
     hold_progress: bool = False
     """Set while re-verifying an already applied revision: progress stays in memory, only the final
     status is written (see ``apply_step.reverifying``)."""
+    progress_delay: float = 0.0
+    """Seconds from the start of the reconcile during which progress is held (see the module docstring)."""
+    _progress_pending: bool = False
+    _delay_passed: bool = False
 
     @property
     def generation(self) -> int:
@@ -83,8 +99,37 @@ class ReconcileContext:
         await self.patcher.patch(self.ks)
 
     async def progress(self) -> None:
-        if not self.hold_progress:
-            await self.patcher.patch(self.ks)
+        if self.hold_progress:
+            return
+        if self.progress_delay > 0 and not self._delay_passed and self.elapsed() < self.progress_delay:
+            self._progress_pending = True  # the timer of ``publishing_progress`` writes it if still running
+            return
+        self._progress_pending = False
+        await self.patcher.patch(self.ks)
+
+    @contextlib.asynccontextmanager
+    async def publishing_progress(self) -> AsyncIterator[None]:
+        """Run the body with the progress timer; the timer never outlives it."""
+        if self.progress_delay <= 0:
+            yield
+            return
+        timer = asyncio.create_task(self._publish_when_delay_passes())
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+
+    async def _publish_when_delay_passes(self) -> None:
+        await self.clock.sleep(max(0.0, self.progress_delay - self.elapsed()))
+        self._delay_passed = True
+        if self._progress_pending and not self.hold_progress:
+            self._progress_pending = False
+            try:
+                await self.patcher.patch(self.ks)
+            except Exception as err:  # the final status patch reports for real; this one only informs
+                _log.warning("progress status patch failed", error=str(err))
 
     async def event(
         self,

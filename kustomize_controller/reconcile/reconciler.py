@@ -11,7 +11,9 @@ Results follow the §5.12 table: success → interval ± jitter; failure inside 
 retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``) → Ready=False
 ``HealthCheckCanceled`` and an immediate requeue; missing artifact / dependencies →
 ``--requeue-dependency``; transient API errors → raised (exponential backoff); terminal configuration
-errors → ``TerminalError``.
+errors → ``TerminalError``. A pipeline failure caused only by an unreachable API server (connection
+refused, disconnected, 5xx) is retried within seconds and shown as still in progress, not reported as
+``ReconciliationFailed`` until those quick retries ran out (``reconcile/unreachable.py``).
 
 A build, fetch or validation failure never writes to the cluster and never touches the inventory:
 the apply engine runs only on a successful build, prune only after a successful apply.
@@ -59,11 +61,13 @@ from kustomize_controller.reconcile.source import (
     origin_revision,
 )
 from kustomize_controller.reconcile.status import StatusPatcher
+from kustomize_controller.reconcile.unreachable import QuickRetries, unreachable_cause
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.controller import ReconcileError, Request, Result, TerminalError
 
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
+_QUICK_RETRY = "quick_retry"
 
 
 class KustomizationReader(Protocol):
@@ -80,6 +84,8 @@ class ReconcilerOptions:
     additive_cel_dependency_check: bool = False
     object_level_workload_identity: bool = False
     apply: ApplyStepOptions = field(default_factory=ApplyStepOptions)
+    # progress states are written only once a reconcile has run this long (context.py; 0: upstream)
+    progress_status_delay: float = 0.0
 
 
 def _compile_ready_expr(expression: str) -> BoolProgram:
@@ -114,6 +120,8 @@ class KustomizationReconciler:
         self._rng = rng or random.Random()
         self._hooks = hooks
         self._apply = ApplyStep(client=client, pipeline=pipeline, clock=clock, options=options.apply)
+        # failures that only meant "the API server could not be reached" (reconcile/unreachable.py)
+        self._quick_retries = QuickRetries()
 
     async def reconcile(self, request: Request) -> Result:
         obj = await self._reader.get_kustomization(request.namespace, request.name)
@@ -133,13 +141,17 @@ class KustomizationReconciler:
             clock=self._clock,
             notifier=self._notifier,
             started=self._clock.monotonic(),
+            progress_delay=self._options.progress_status_delay,
         )
         with contextlib.ExitStack() as stack:
             if self._hooks is not None:
                 ctx.interrupt = stack.enter_context(self._hooks.listen(request))
             try:
-                return await self._reconcile(ctx)
+                async with ctx.publishing_progress():
+                    return await self._reconcile(ctx)
             finally:
+                if not ctx.extra.get(_QUICK_RETRY):
+                    self._quick_retries.reset((request.namespace, request.name))
                 await self._finish(ctx)
 
     async def _finish(self, ctx: ReconcileContext) -> None:
@@ -279,6 +291,9 @@ class KustomizationReconciler:
                 ctx.mark_false(READY, Reason.ARTIFACT_FAILED, message)
                 _log.info(message)
                 return Result(requeue_after=requeue_dependency.total_seconds())
+            quick = self._retry_soon(ctx, failure)
+            if quick is not None:
+                return quick
             retry = ks.get_retry_interval()
             _log.error(
                 f"Reconciliation failed after {format_duration(timedelta(seconds=ctx.elapsed()))}, "
@@ -292,6 +307,24 @@ class KustomizationReconciler:
             ks.get_interval(), percentage=self._options.interval_jitter_percentage, rng=self._rng
         )
         return Result(requeue_after=interval.total_seconds())
+
+    def _retry_soon(self, ctx: ReconcileContext, failure: PipelineFailure) -> Result | None:
+        """A failure caused only by an unreachable API server: shown as a reconcile still in progress and
+        retried within seconds, until the quick retries ran out (reconcile/unreachable.py)."""
+        if unreachable_cause(failure) is None:
+            return None
+        delay = self._quick_retries.next_delay((ctx.ks.metadata.namespace or "", ctx.ks.metadata.name or ""))
+        if delay is None:
+            return None
+        first_line = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
+        message = f"API server unreachable, retrying in {format_duration(timedelta(seconds=delay))}: {first_line}"
+        ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
+        conditions.mark_reconciling(
+            ctx.conditions, Reason.PROGRESSING_WITH_RETRY, message, generation=ctx.generation, now=self._clock.now()
+        )
+        ctx.extra[_QUICK_RETRY] = True
+        _log.info(message, revision=ctx.revision)
+        return Result(requeue_after=delay)
 
     async def _terminal(self, ctx: ReconcileContext, reason: str, message: str) -> None:
         ctx.mark_false(READY, reason, message)

@@ -12,12 +12,15 @@ Contract:
   status write fail, and the watch delivers the edit for another reconcile. Transient failures
   (timeouts, 5xx, 429, conflicts) are retried with a short backoff through the clock; the last
   error is raised if every attempt fails, so the controller retries the whole reconcile.
+- Patches are serialised (a lock): the progress timer and the reconcile may both write, and each
+  patch must be computed against what the one before it wrote.
 - When the object is being deleted, NotFound is expected (the finalizer was just removed and the
   object is gone) and is not an error.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -76,8 +79,13 @@ class StatusPatcher:
         self._finalizers: list[str] = list(meta.get("finalizers") or [])
         self._status: dict[str, Any] = dict(obj.get("status") or {})
         self.requests = 0
+        self._lock = asyncio.Lock()
 
     async def patch(self, ks: Kustomization) -> None:
+        async with self._lock:
+            await self._patch(ks)
+
+    async def _patch(self, ks: Kustomization) -> None:
         deleting = ks.metadata.deletion_timestamp is not None
         finalizers = list(ks.metadata.finalizers)
         if finalizers != self._finalizers:

@@ -11,6 +11,9 @@ Contract:
 - Errors are ``TenantClientError`` ("failed to build kube client: ..." is added by the reconciler).
 - Remote clients own a connection pool: ``tenant_client`` is an async context manager that closes it.
 - Secrets are read with the controller's own client (not impersonated), as upstream does.
+- A remote client throttles as the root client does (``kube.flowcontrol``): no client-side limiter when
+  its server has priority and fairness, else the flags' limits; the probe is paid once per server (and
+  every 10 minutes), its outcome logged. Its requests count in the process's ``rest_client_*`` metrics.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import structlog
 import yaml
 
 from kustomize_controller.api.kustomization import Kustomization
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.errors import KubeError, NotFoundError
+
+_log = structlog.get_logger()
 
 
 class TenantClientError(Exception):
@@ -109,7 +115,21 @@ async def remote_client(raw: bytes, *, options: TenancyOptions, base: KubeClient
         raise TenantClientError(str(err).replace(path, "<secret>")) from err
     finally:
         os.unlink(path)
-    return KubeClient(config=config, request_timeout=base.request_timeout)
+    qps, burst = base.flag_limits
+    remote = KubeClient(
+        config=config, request_timeout=base.request_timeout, metrics=base.rest_metrics, qps=qps, burst=burst
+    )
+    throttling, probed = await base.remote_throttling.configure(remote, qps=qps, burst=burst)
+    if probed:
+        _log.info(
+            "remote cluster client throttling",
+            server=config.server,
+            mode=throttling.mode,
+            qps=throttling.qps,
+            burst=throttling.burst,
+            probe_error=throttling.probe_error or None,
+        )
+    return remote
 
 
 @contextlib.asynccontextmanager

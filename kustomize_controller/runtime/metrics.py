@@ -229,7 +229,8 @@ class RuntimeMetrics:
         )
         if rest is not None:
             # the client was built first (it counts from its first request): export its counter here
-            r.register(rest.requests_total)
+            for collector in rest.collectors():
+                r.register(collector)
             self.rest = rest
         else:
             self.rest = RestClientMetrics(registry=r)

@@ -31,6 +31,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="give new namespaces the default ServiceAccount and kube-root-ca.crt, as clusters do")
     parser.add_argument("--plain-http", action="store_true",
                         help="serve plain HTTP (kubectl and client-go then send no bearer token)")
+    parser.add_argument("--no-flow-control-headers", action="store_true",
+                        help="send no X-Kubernetes-PF-* headers (a server without API Priority and Fairness: "
+                             "clients then keep their client-side rate limiter)")
+    parser.add_argument("--throttle-share", type=float, default=0.0,
+                        help="answer this share (0..1) of resource requests with 429 + Retry-After: 1")
     return parser.parse_args(argv)
 
 
@@ -38,7 +43,8 @@ async def _serve(args: argparse.Namespace) -> None:
     server = ApiServer(host=args.host, port=args.port, token=args.token, history_size=args.history_size,
                        rbac=args.rbac, anonymous_auth=args.anonymous_auth, kubeconfig_path=args.kubeconfig_out,
                        tls=not args.plain_http, simulate_workloads=args.simulate_workloads,
-                       populate_namespaces=args.populate_namespaces)
+                       populate_namespaces=args.populate_namespaces,
+                       flow_control_headers=not args.no_flow_control_headers, throttle_share=args.throttle_share)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

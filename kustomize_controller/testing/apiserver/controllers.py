@@ -16,6 +16,7 @@ controllers are very fast:
 from __future__ import annotations
 
 import copy
+import json
 from typing import TYPE_CHECKING, Any
 
 from . import objects, workloads
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 class Controllers:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        # Deployment uid → (pod template, revision): the ReplicaSets a Deployment controller would keep
+        self._templates: dict[str, tuple[str, int]] = {}
 
     def populate_namespace(self, namespace: str) -> None:
         """What controllers put in every new namespace: the ``default`` ServiceAccount and the
@@ -55,9 +58,70 @@ class Controllers:
             self.cluster.storage.put(rt.storage_key, obj)
 
     def simulate(self, rt: ResourceType, stored: dict[str, Any]) -> None:
-        """The instant controller's status write after a stored write (when simulation is on)."""
+        """The instant controller's writes after a stored write (when simulation is on): for a Deployment
+        whose pod template is new, the ``deployment.kubernetes.io/revision`` annotation (written through
+        the ``status`` subresource, as the Deployment controller's ``UpdateStatus`` does: the status
+        strategy keeps annotations and never bumps the generation); then the status."""
         if not self.cluster.simulate_workloads:
             return
+        if rt.group == "apps" and rt.kind == "Deployment":
+            stored = self._deployment_revision(rt, stored)
+        self.write_ready_status(rt, stored)
+
+    def _deployment_revision(self, rt: ResourceType, stored: dict[str, Any]) -> dict[str, Any]:
+        meta = stored["metadata"]
+        if meta.get("deletionTimestamp"):
+            return stored
+        template = json.dumps((stored.get("spec") or {}).get("template") or {}, sort_keys=True)
+        uid = str(meta.get("uid", ""))
+        known = self._templates.get(uid)
+        annotations = meta.get("annotations") or {}
+        if known is not None and known[0] == template and annotations.get(workloads.REVISION_ANNOTATION):
+            return stored
+        revision = 1 if known is None else known[1] + (known[0] != template)
+        self._templates[uid] = (template, revision)
+        if annotations.get(workloads.REVISION_ANNOTATION) == str(revision):
+            return stored
+        updated = copy.deepcopy(stored)
+        updated["metadata"].setdefault("annotations", {})[workloads.REVISION_ANNOTATION] = str(revision)
+        now = self.cluster.now()
+        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status", now=now)
+        # a real server records the annotation in the status writer's entry (it went through /status)
+        entries = managed.load(updated)
+        identity = ("kube-controller-manager", "Update", "status", rt.api_version)
+        entry = managed.find(entries, identity)
+        if entry is None:
+            entry = managed.Entry("kube-controller-manager", "Update", rt.api_version, "status", now, set())
+            entries.append(entry)
+        entry.fields.add(("f:metadata", "f:annotations", f"f:{workloads.REVISION_ANNOTATION}"))
+        entry.time = now
+        managed.store(updated, entries)
+        return self.cluster.storage.put(rt.storage_key, updated)
+
+    def resync_workload_status(self, namespace: str | None = None) -> int:
+        """Write the status of every simulated workload again (fresh condition times, same content), as
+        controllers do whenever pods change; returns how many objects were written."""
+        versions = {"apps": "apps/v1", "batch": "batch/v1", "": "v1"}
+        written = 0
+        for group, kind in sorted(workloads.SIMULATED):
+            rt = self.cluster.registry.lookup_kind(versions[group], kind)
+            if rt is None:
+                continue
+            for obj in list(self.cluster.storage.iterate(rt.storage_key, namespace)):
+                status = workloads.ready_status(rt, obj, self.cluster.now())
+                if status is None or obj["metadata"].get("deletionTimestamp"):
+                    continue
+                updated = copy.deepcopy(obj)
+                updated["status"] = status
+                managed.record_update(rt, obj, updated, manager="kube-controller-manager", subresource="status",
+                                      now=self.cluster.now())
+                self.cluster.storage.put(rt.storage_key, updated)
+                written += 1
+        return written
+
+    def write_ready_status(self, rt: ResourceType, stored: dict[str, Any]) -> None:
+        """The status a healthy workload's controller reports, written through the subresource if it
+        differs from the stored one (conditions' times refreshed)."""
         status = workloads.needs_update(rt, stored, self.cluster.now())
         if status is None:
             return

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -47,6 +48,19 @@ class ServerOptions:
     rbac: bool = False
     watch_timeout: float = 1800.0
     bookmark_interval: float = 60.0
+    # API Priority and Fairness, as a kube-apiserver since 1.20 shows it: every answer names the flow
+    # schema and priority level that classified the request (clients turn their own limiter off on it)
+    flow_control_headers: bool = True
+    # the share (0..1) of resource requests answered 429 + Retry-After, as APF does when a priority
+    # level's queues are full; drawn from ``throttle_rng`` (seeded, so a test run is reproducible)
+    throttle_share: float = 0.0
+    throttle_retry_after: int = 1
+    throttle_rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+
+# the UIDs of the "global-default" flow schema and priority level of a fresh cluster (fixed here)
+FLOW_SCHEMA_UID = "7c8c6f3e-2f4c-4a51-9d7e-0c1f0f9b8a01"
+PRIORITY_LEVEL_UID = "4b1b7d2a-8e2c-4f0e-a6c3-5d2e8f1c9b02"
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -78,7 +92,24 @@ class Api:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_response_prepare.append(self._flow_control_headers)
         return app
+
+    async def _flow_control_headers(self, request: web.Request, response: web.StreamResponse) -> None:
+        if self.options.flow_control_headers:
+            response.headers["X-Kubernetes-PF-FlowSchema-UID"] = FLOW_SCHEMA_UID
+            response.headers["X-Kubernetes-PF-PriorityLevel-UID"] = PRIORITY_LEVEL_UID
+
+    def _throttled(self, request: web.Request) -> ApiStatusError | None:
+        """APF's answer to a request it sheds (health and version endpoints are exempt, as on a cluster)."""
+        share = self.options.throttle_share
+        if share <= 0 or not request.path.startswith(("/api/", "/apis/")):
+            return None
+        if self.options.throttle_rng.random() >= share:
+            return None
+        err = ApiStatusError(429, "TooManyRequests", "Too many requests, please try again later.")
+        err.details = {"retryAfterSeconds": self.options.throttle_retry_after}
+        return err
 
     # middleware: authn, impersonation, faults, log --------------------------------------------------
 
@@ -96,7 +127,7 @@ class Api:
             delay = self.faults.latency_for(request.method, request.path)
             if delay:
                 await asyncio.sleep(delay)
-            injected = self.faults.failure_for(request.method, request.path)
+            injected = self.faults.failure_for(request.method, request.path) or self._throttled(request)
             if injected is not None:
                 raise injected
             response: web.StreamResponse = await handler(request)
@@ -142,7 +173,7 @@ class Api:
         self._authorize_path(user, request.method.lower() if request.method != "GET" else "get", path)
         if path == "/version":
             return json_response(VERSION_INFO)
-        if path in ("/healthz", "/livez", "/readyz"):
+        if path in ("/healthz", "/livez", "/readyz", "/healthz/ping", "/livez/ping", "/readyz/ping"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/openapi/v3":
             return json_response(openapi.index(self.cluster.registry))

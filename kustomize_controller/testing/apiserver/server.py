@@ -8,6 +8,8 @@ Usage::
         server.kubeconfig_path  # kubeconfig with that token, for kubectl or kubernetes-asyncio
         server.faults.fail(method="PATCH", path="/configmaps/", status=500, count=2)
         server.requests.writes(resource="configmaps")
+        server.options.throttle_share = 0.2   # a fifth of resource requests answered 429 + Retry-After
+        server.options.flow_control_headers = False  # look like a server without priority and fairness
 
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
 ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
@@ -60,6 +62,8 @@ class ApiServer:
         tls: bool = True,
         simulate_workloads: bool = False,
         populate_namespaces: bool = False,
+        flow_control_headers: bool = True,
+        throttle_share: float = 0.0,
     ) -> None:
         self._host = host
         self._port = port
@@ -70,7 +74,8 @@ class ApiServer:
         self.requests = RequestLog()
         self.authenticator = Authenticator(anonymous=anonymous_auth)
         self.authenticator.add_token(self.token, ADMIN)
-        self.options = ServerOptions(rbac=rbac, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval)
+        self.options = ServerOptions(rbac=rbac, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval,
+                                     flow_control_headers=flow_control_headers, throttle_share=throttle_share)
         self._api = Api(cluster=self.cluster, authenticator=self.authenticator, faults=self.faults,
                         request_log=self.requests, options=self.options)
         self.cluster.delete_hooks.append(
@@ -187,6 +192,11 @@ class ApiServer:
     def close_watches(self) -> int:
         """End every open watch stream (clients see a clean end of stream); returns how many."""
         return self.cluster.storage.close_all_watchers()
+
+    def resync_workload_status(self, namespace: str | None = None) -> int:
+        """With ``simulate_workloads``: every simulated workload's controller writes its status again
+        (a new resourceVersion, nothing else changed), as real controllers do whenever pods change."""
+        return self.cluster.controllers.resync_workload_status(namespace)
 
     def compact(self) -> None:
         """Drop the watch history: a watch or a continue token from an older resourceVersion gets 410."""

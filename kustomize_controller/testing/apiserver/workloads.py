@@ -7,6 +7,11 @@ at once by a status write (a separate resourceVersion and MODIFIED event, manage
 ``kube-controller-manager``, subresource ``status``) that reports it fully rolled out and ready, as kstatus
 expects (``observedGeneration`` = ``generation``, replicas counts equal to ``spec.replicas``, the
 Available/Progressing conditions a Deployment controller sets). Nothing fails, nothing takes time.
+A Deployment whose pod template is new first gets the ``deployment.kubernetes.io/revision`` annotation
+through the ``status`` subresource (manager ``kube-controller-manager``; the generation does not move),
+as the real Deployment controller's ``UpdateStatus`` does. ``ApiServer.resync_workload_status()`` writes
+the status of every simulated workload again (fresh condition times), as controllers do whenever their
+pods change.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from .kinds import ResourceType
 
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 SIMULATED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
              ("batch", "Job"), ("", "Pod"), ("", "PersistentVolumeClaim")}
 

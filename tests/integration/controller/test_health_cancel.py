@@ -51,8 +51,8 @@ async def test_requested_reconcile_cancels_and_reports_the_trigger(env: Controll
     assert event["message"] == f"Health checks canceled due to new reconciliation triggered by Kustomization/{ns}/app"
     # the requeued reconcile (which will record lastHandledReconcileAt when it ends) waits again; its own
     # requeue is not an enqueue event, so it is not cancelled in turn. (The Ready=False HealthCheckCanceled
-    # status is written, but the immediate requeue replaces it within milliseconds: not asserted.)
-    obj = await env.wait_for("app", waiting)
+    # status is written, and replaced once the new wait is published, --progress-status-delay later.)
+    obj = await env.wait_for("app", lambda o: waiting(o) and condition(o, "Ready") == ("Unknown", "Progressing"))
     assert condition(obj, "Ready") == ("Unknown", "Progressing")
     canceled = [e for e in await env.events() if e["reason"] == "HealthCheckCanceled"]
     assert len(canceled) == 1 and canceled[0].get("count", 1) == 1

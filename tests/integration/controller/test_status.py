@@ -3,6 +3,7 @@ advances, the final conditions, the status owner, and status writes that survive
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -32,13 +33,14 @@ def cond(obj: dict[str, Any], type_: str) -> tuple[str, str, str] | None:
 
 
 async def test_progress_messages_in_order(env: ControllerEnv) -> None:
+    """With ``--progress-status-delay=0s`` every progress state is written, as upstream."""
     ns = env.namespace
     artifact = await env.publish({"cm.yaml": configmap("a")})
     rev = artifact["revision"]
     await env.create(env.kustomization(targetNamespace=ns, healthChecks=[
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
     async with env.versions() as seen:
-        await env.start()
+        await env.start(progress_status_delay=timedelta(0))
         await env.wait_ready(revision=rev)
     reconciling = squash([cond(o, "Reconciling") for o in seen if cond(o, "Reconciling")])
     timeout = "9m30s"  # interval (10m) minus 30 s
@@ -137,7 +139,7 @@ async def test_reverifying_publishes_progress_again_once_drift_was_corrected(env
     rev = artifact["revision"]
     await env.create(env.kustomization(targetNamespace=ns, healthChecks=[
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": ns}]))
-    await env.start()
+    await env.start(progress_status_delay=timedelta(0))
     await env.wait_ready(revision=rev)
     await env.client.patch("v1", "ConfigMap", "a", ns, {"data": {"key": "edited"}}, patch_type="merge")
     async with env.versions() as seen:
@@ -172,3 +174,39 @@ async def test_a_failure_while_reverifying_is_written(env: ControllerEnv) -> Non
     ready = cond(obj, "Ready")
     assert ready is not None and ready[0] == "False" and "vars" in ready[2], ready
     assert (await env.get("v1", "ConfigMap", "a"))["data"] == {"key": "hi"}  # nothing applied is lost
+
+
+async def test_a_quick_reconcile_writes_only_its_final_status(env: ControllerEnv) -> None:
+    """A first reconcile that ends before ``--progress-status-delay`` (30 s here, so that a loaded machine
+    cannot make it slower than the delay) goes from no status straight to Ready=True: one status write,
+    no Ready=Unknown, no Reconciling messages."""
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a")})
+    rev = artifact["revision"]
+    await env.create(env.kustomization(targetNamespace=ns))
+    async with env.versions() as seen:
+        await env.start(progress_status_delay=timedelta(seconds=30))
+        await env.wait_ready(revision=rev)
+    assert [cond(o, "Ready") for o in seen if cond(o, "Ready")] == [
+        ("True", "ReconciliationSucceeded", f"Applied revision: {rev}")]
+    assert not [o for o in seen if cond(o, "Reconciling")]
+    if env.cluster.server is not None:
+        patches = [r for r in env.server.requests.writes(resource="kustomizations") if r.verb == "patch"]
+        assert [r.subresource for r in patches] == ["", "status"]  # the finalizer, the final status
+
+
+async def test_a_slow_reconcile_publishes_its_progress_once_the_delay_passed(env: ControllerEnv) -> None:
+    ns = env.namespace
+    artifact = await env.publish({"cm.yaml": configmap("a")})
+    rev = artifact["revision"]
+    # the dry-run of the ConfigMap takes 3 s: the reconcile is still in drift detection when 2 s passed
+    env.server.faults.delay(3.0, method="PATCH", path=r"/configmaps/a$", count=1)
+    await env.create(env.kustomization(targetNamespace=ns))
+    async with env.versions() as seen:
+        await env.start()
+        await env.wait_ready(revision=rev)
+    ready = squash([cond(o, "Ready") for o in seen if cond(o, "Ready")])
+    assert ready == [("Unknown", "Progressing", "Reconciliation in progress"),
+                     ("True", "ReconciliationSucceeded", f"Applied revision: {rev}")]
+    reconciling = squash([cond(o, "Reconciling") for o in seen if cond(o, "Reconciling")])
+    assert [m for _, _, m in reconciling] == [f"Detecting drift for revision {rev} with a timeout of 9m30s"]

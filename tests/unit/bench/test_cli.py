@@ -30,13 +30,15 @@ def test_repeats() -> None:
 def test_default_plan() -> None:
     p = cli.plan(cli.parse([]))
     assert p == {
-        "scenarios": ["cold", "latency", "big", "failover", "baseline"],
+        "scenarios": ["cold", "latency", "big", "failover", "baseline", "requests"],
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
         "big_sizes": [1000, 5000],
         "latency_size": 100,
         "latency_samples": 100,
         "baseline_size": 100,
+        "requests_size": 100,
+        "requests_variants": ["apf", "noapf"],
         "wait": False,
         "controller_flags": scenarios.DEFAULT_FLAGS,
         "quick": False,

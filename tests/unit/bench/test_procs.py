@@ -228,3 +228,23 @@ def test_real_proc_entry_of_this_process() -> None:
     assert before.user + before.system - tick <= own <= after.user + after.system + tick
     stats = procs.proc_stats(os.getpid())
     assert stats.peak_rss_mib >= stats.rss_mib > 1.0
+
+
+def test_requests_by_kind_and_throttling_mode_from_a_scrape() -> None:
+    from bench.procs import requests_by_kind, throttling_mode
+
+    samples = {
+        ("kustomize_controller_kube_requests_total",
+         '{dry_run="true",resource="deployments.apps",subresource="",verb="patch"}'): 3.0,
+        ("kustomize_controller_kube_requests_total",
+         '{dry_run="false",resource="kustomizations.kustomize.toolkit.fluxcd.io",'
+         'subresource="status",verb="patch"}'): 2.0,
+        ("kustomize_controller_kube_requests_total",
+         '{dry_run="false",resource="",subresource="",verb="get"}'): 1.0,
+        ("kustomize_controller_kube_client_throttling", '{host="h:1",mode="client-side"}'): 0.0,
+        ("kustomize_controller_kube_client_throttling", '{host="h:1",mode="priority-and-fairness"}'): 1.0,
+    }
+    assert requests_by_kind(samples) == {
+        "patch (dry-run) deployments": 3.0, "patch kustomizations/status": 2.0, "get (discovery)": 1.0}
+    assert throttling_mode(samples) == "priority-and-fairness"
+    assert throttling_mode({}) == "unknown"

@@ -311,11 +311,13 @@ async def test_retry_after_is_honoured_a_bounded_number_of_times() -> None:
         await clock.advance(1)
     assert (await task)["metadata"]["name"] == "a"
     assert sent_at == [1000, 1002, 1004]  # two waits of 2 s on the client's clock
-    # without Retry-After, or after 3 retries, the error surfaces
+    # after 10 retries (client-go's bound) the error surfaces
     task = asyncio.create_task(client.get("v1", "ConfigMap", "a", "ns"))
-    for _ in range(20):
+    for _ in range(30):
         await clock.advance(1)
     with pytest.raises(TooManyRequestsError):
         await task
     gets = [r for r in transport.requests if r.url.endswith("/configmaps/a")]
-    assert len(gets) == 3 + 4
+    assert len(gets) == 3 + 11
+    retried = client.rest_metrics.retries_total.labels(code="429", method="GET", host="fake")._value.get()
+    assert retried == 1 + 10

@@ -1,0 +1,109 @@
+"""Priority-and-fairness detection: the flow-control headers decide whether the client throttles itself."""
+
+import asyncio
+
+from prometheus_client import CollectorRegistry
+
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import TransportError
+from kustomize_controller.kube.flowcontrol import (
+    FLOW_SCHEMA_UID_HEADER,
+    PRIORITY_LEVEL_UID_HEADER,
+    ThrottlingCache,
+    configure_throttling,
+    decide,
+)
+from kustomize_controller.kube.metrics import RestClientMetrics
+from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
+from kustomize_controller.runtime.clock import FakeClock
+
+
+def _server(headers: dict[str, str], *, status: int = 200, fail: bool = False) -> MockTransport:
+    def handler(req: HttpRequest) -> MockResponse:
+        if fail:
+            raise TransportError("connection refused")
+        return MockResponse(status=status, body=b"ok", headers={"Content-Type": "text/plain", **headers})
+
+    return MockTransport(handler)
+
+
+def test_decision_table() -> None:
+    assert decide(apf=True, qps=50, burst=300).mode == "priority-and-fairness"
+    assert (decide(apf=True, qps=50, burst=300).qps, decide(apf=True, qps=50, burst=300).burst) == (-1, -1)
+    flags = decide(apf=False, qps=50, burst=300)
+    assert (flags.mode, flags.qps, flags.burst) == ("client-side", 50, 300)
+    assert decide(apf=False, qps=-1, burst=-1).mode == "none"
+
+
+async def test_either_header_turns_the_limiter_off() -> None:
+    for header in (FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER):
+        transport = _server({header: "uid"})
+        client = KubeClient.for_server("http://fake", transport=transport, qps=50, burst=300)
+        assert client.rate_limited
+        throttling = await configure_throttling(client, qps=50, burst=300)
+        assert throttling.mode == "priority-and-fairness"
+        assert not client.rate_limited
+        assert not client.impersonate("system:serviceaccount:a:b").rate_limited  # same server, same bucket
+        assert [r.url for r in transport.requests] == ["http://fake/livez/ping"]
+
+
+async def test_no_header_keeps_the_flags_exactly() -> None:
+    clock = FakeClock()
+    client = KubeClient.for_server("http://fake", transport=_server({}), qps=2, burst=3, clock=clock)
+    throttling = await configure_throttling(client, qps=2, burst=3)
+    assert (throttling.mode, throttling.qps, throttling.burst) == ("client-side", 2, 3)
+    assert client.rate_limited
+    # the bucket starts full with the flags' burst, then refills at qps on the client's clock
+    done = []
+
+    async def probe_many() -> None:
+        for _ in range(5):
+            await client.probe("/livez/ping", request_timeout=1)
+            done.append(clock.monotonic())
+
+    task = asyncio.create_task(probe_many())
+    for _ in range(4):
+        await asyncio.sleep(0)
+    await clock.advance(0.5)
+    await clock.advance(0.5)
+    await task
+    assert done[:3] == [done[0]] * 3 and done[3] > done[0]
+
+
+async def test_a_refused_ping_still_reports_the_headers_and_no_answer_falls_back() -> None:
+    client = KubeClient.for_server("http://fake", transport=_server({FLOW_SCHEMA_UID_HEADER: "x"}, status=403))
+    assert (await configure_throttling(client, qps=50, burst=300)).mode == "priority-and-fairness"
+    client = KubeClient.for_server("http://fake", transport=_server({}, fail=True))
+    throttling = await configure_throttling(client, qps=50, burst=300)
+    assert throttling.mode == "client-side" and "connection refused" in throttling.probe_error
+
+
+async def test_the_choice_is_exported() -> None:
+    registry = CollectorRegistry()
+    metrics = RestClientMetrics(registry=registry)
+    client = KubeClient.for_server("http://fake", transport=_server({FLOW_SCHEMA_UID_HEADER: "x"}), metrics=metrics)
+    await configure_throttling(client, qps=50, burst=300)
+    value = registry.get_sample_value
+    labels = {"host": "fake"}
+    assert value("kustomize_controller_kube_client_throttling", {**labels, "mode": "priority-and-fairness"}) == 1
+    assert value("kustomize_controller_kube_client_throttling", {**labels, "mode": "client-side"}) == 0
+
+
+async def test_cache_probes_each_server_once_per_ttl() -> None:
+    clock = FakeClock()
+    cache = ThrottlingCache(ttl=60, clock=clock)
+    transport = _server({FLOW_SCHEMA_UID_HEADER: "x"})
+    for _ in range(3):
+        client = KubeClient.for_server("http://remote", transport=transport)
+        throttling, _probed = await cache.configure(client, qps=50, burst=300)
+        assert throttling.mode == "priority-and-fairness" and not client.rate_limited
+    assert len(transport.requests) == 1
+    await clock.advance(61)
+    await cache.configure(KubeClient.for_server("http://remote", transport=transport), qps=50, burst=300)
+    assert len(transport.requests) == 2
+    # an unanswered probe is not remembered
+    failing = _server({}, fail=True)
+    for _ in range(2):
+        _, probed = await cache.configure(KubeClient.for_server("http://down", transport=failing), qps=5, burst=10)
+        assert probed
+    assert len(failing.requests) == 2

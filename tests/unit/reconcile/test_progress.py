@@ -1,0 +1,80 @@
+"""Progress publication held for ``progress_delay`` seconds, then published by the context's timer."""
+
+import asyncio
+from typing import Any
+
+from kustomize_controller.api.kustomization import parse_kustomization
+from kustomize_controller.reconcile.context import READY, ReconcileContext
+from kustomize_controller.reconcile.status import StatusPatcher
+from kustomize_controller.runtime.clock import FakeClock
+from tests.unit.reconcile.test_status import FakeClient, doc
+
+
+class _Notifier:
+    async def emit(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def context(clock: FakeClock, client: FakeClient, *, delay: float) -> ReconcileContext:
+    obj = doc()
+    return ReconcileContext(
+        ks=parse_kustomization(obj), obj=obj, patcher=StatusPatcher(client=client, obj=obj, clock=clock),
+        clock=clock, notifier=_Notifier(), started=clock.monotonic(), progress_delay=delay,  # type: ignore[arg-type]
+    )
+
+
+def ready_reasons(client: FakeClient) -> list[str]:
+    out = []
+    for call in client.calls:
+        conditions = (call["body"].get("status") or {}).get("conditions") or []
+        out += [c["reason"] for c in conditions if c["type"] == READY]
+    return out
+
+
+async def test_a_reconcile_shorter_than_the_delay_writes_no_progress() -> None:
+    clock, client = FakeClock(), FakeClient()
+    ctx = context(clock, client, delay=2.0)
+    async with ctx.publishing_progress():
+        ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+        await ctx.progress()
+        await clock.advance(1.5)
+        await ctx.progress()
+    assert client.calls == []
+    assert clock.pending_sleepers == 0  # the timer is gone with the reconcile
+    ctx.mark_true(READY, "ReconciliationSucceeded", "Applied revision: r")
+    await ctx.patch()
+    assert ready_reasons(client) == ["ReconciliationSucceeded"]
+
+
+async def test_the_timer_publishes_the_held_state_and_later_steps_are_written_at_once() -> None:
+    clock, client = FakeClock(), FakeClient()
+    ctx = context(clock, client, delay=2.0)
+    async with ctx.publishing_progress():
+        ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+        await ctx.progress()
+        await asyncio.sleep(0)
+        await clock.advance(2.0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert ready_reasons(client) == ["Progressing"]
+        ctx.mark_unknown(READY, "Progressing", "Running health checks")
+        await ctx.progress()
+        assert len(client.calls) == 2
+
+
+async def test_held_progress_stays_held_when_the_timer_fires_and_zero_is_upstream() -> None:
+    clock, client = FakeClock(), FakeClient()
+    ctx = context(clock, client, delay=2.0)
+    ctx.hold_progress = True
+    async with ctx.publishing_progress():
+        ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+        await ctx.progress()
+        await clock.advance(3.0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+    assert client.calls == []
+    upstream = context(clock, client, delay=0.0)
+    async with upstream.publishing_progress():
+        upstream.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+        await upstream.progress()
+    assert ready_reasons(client) == ["Progressing"]
