@@ -22,6 +22,7 @@ the apply engine runs only on a successful build, prune only after a successful 
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -68,6 +69,7 @@ from kustomize_controller.runtime.controller import ReconcileError, Request, Res
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
 _QUICK_RETRY = "quick_retry"
+_HISTORY_BEFORE = "history_before"
 
 
 class KustomizationReader(Protocol):
@@ -274,6 +276,8 @@ class KustomizationReconciler:
             _log.info("All dependencies are ready, proceeding with reconciliation")
 
         try:
+            # an attempt retried quickly (unreachable API server) leaves no history entry of its own
+            ctx.extra[_HISTORY_BEFORE] = copy.deepcopy(ks.status.history)
             await self._apply.run(ctx, artifact=artifact, readers=readers)
         except HealthCheckCanceledError as canceled:
             trigger = str(canceled.source)
@@ -323,6 +327,8 @@ class KustomizationReconciler:
             ctx.conditions, Reason.PROGRESSING_WITH_RETRY, message, generation=ctx.generation, now=self._clock.now()
         )
         ctx.extra[_QUICK_RETRY] = True
+        if _HISTORY_BEFORE in ctx.extra:
+            ctx.ks.status.history = ctx.extra[_HISTORY_BEFORE]
         _log.info(message, revision=ctx.revision)
         return Result(requeue_after=delay)
 

@@ -32,6 +32,9 @@ async def test_a_few_seconds_of_5xx_are_retried_quickly_and_never_reported_as_fa
     assert retrying and retrying[0].startswith("API server unreachable, retrying in 1s: ConfigMap/")
     events = await env.events()
     assert not [e for e in events if e.get("type") == "Warning"]
+    # the attempts retried quickly left no ReconciliationFailed history entry either
+    assert [(h["lastReconciledStatus"], h["totalReconciliations"]) for h in ready["status"]["history"]] == [
+        ("ReconciliationSucceeded", 1)]
 
 
 async def test_a_lasting_failure_that_is_not_about_reachability_is_reported_at_once(env: ControllerEnv) -> None:
