@@ -10,8 +10,21 @@ Order (reference §5 steps 10.3–10.10, §5.1–§5.5):
 
 :meth:`BuildPipeline.checkout` is an async context manager so the reconciler can record
 ``lastAttemptedRevision`` and patch status between the download and the build; the temp dir is
-removed when it exits, whatever happened. Errors are the tree of :mod:`.errors`, whose ``reason``
-is the Ready reason to write.
+removed when it exits, whatever happened.
+
+Caches (both optional; without them every checkout downloads and every build runs):
+
+- With an :class:`~.artifact_cache.ArtifactCache`, a checkout holds the shared extracted tree of
+  its artifact (one download per ``url`` + ``digest``) and an empty private view; :meth:`build`
+  copies into the view exactly what the build can read (:mod:`.reach`) and works there, so the
+  shared tree is never written.
+- With a :class:`~.build_cache.BuildCache`, :meth:`build` first computes the key of its inputs
+  (content reachable from the path, options, resolved postBuild variables, decryption key identity,
+  builder identity) and returns the stored objects when it is known (``BuildResult.reused``);
+  builds that read remote bases, whose variables cannot be read up front, or whose builder or keys
+  cannot be identified are never cached. Only successful builds are stored.
+
+Errors are the tree of :mod:`.errors`, whose ``reason`` is the Ready reason to write.
 
 The digest (``sha256:<hex>``, for ``status.history``) covers the rendered objects after
 decryption and substitution and before commonMetadata, as upstream. A v1 Secret still carrying
@@ -20,7 +33,7 @@ raises :class:`EncryptedSecretError` (ReconciliationFailed) after the digest is 
 carries the :class:`BuildResult` so history can still be written.
 
 Blocking work (generation, confinement, extraction, parsing, decryption) runs in threads; the
-pipeline keeps no state between calls and is shared by all reconciles.
+pipeline keeps no state between calls but its caches, and is shared by all reconciles.
 """
 
 from __future__ import annotations
@@ -34,12 +47,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kustomize_controller.kustomize.artifact_cache import ArtifactCache
+from kustomize_controller.kustomize.build_cache import BuildCache, build_key
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
     DecryptionError,
     EncryptedSecretError,
     KustomizeError,
     PathNotFoundError,
+    SubstitutionError,
 )
 from kustomize_controller.kustomize.extract import (
     DEFAULT_MAX_ENTRIES,
@@ -51,7 +67,14 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.generate import Overlay, generate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
-from kustomize_controller.kustomize.substitute import PostBuild, Substituter, VarSource, object_label
+from kustomize_controller.kustomize.reach import Reach, materialise, reach
+from kustomize_controller.kustomize.substitute import (
+    PostBuild,
+    Substituter,
+    VarSource,
+    load_variables,
+    object_label,
+)
 
 if TYPE_CHECKING:
     from kustomize_controller.api.kustomization import Kustomization
@@ -124,11 +147,16 @@ class BuildOptions:
 
 @dataclass(slots=True)
 class Checkout:
-    """An extracted artifact: ``root`` (confinement root) and ``directory`` (spec.path inside it)."""
+    """An extracted artifact: ``root`` (confinement root) and ``directory`` (spec.path inside it).
+
+    ``shared``: the artifact cache's tree (never written) when the checkout came from it; ``root``
+    is then the build's private view, empty until :meth:`BuildPipeline.build` fills it.
+    """
 
     root: Path
     directory: Path
     workdir: Path
+    shared: Path | None = None
 
 
 @dataclass(slots=True)
@@ -137,6 +165,7 @@ class BuildResult:
     digest: str
     documents: list[Document]
     metadata_applied: bool = False
+    reused: bool = False  # served by the build cache: kustomize did not run (documents are empty)
 
     def render(self) -> str:
         """Multi-document YAML of the final objects (commonMetadata included)."""
@@ -186,10 +215,14 @@ class BuildPipeline:
         fetcher: ArtifactFetcher | None = None,
         max_extract_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
         max_extract_entries: int = DEFAULT_MAX_ENTRIES,
+        artifacts: ArtifactCache | None = None,
+        builds: BuildCache | None = None,
     ) -> None:
         self._builder = builder
         self._workspace = workspace
         self._fetcher = fetcher
+        self._artifacts = artifacts
+        self._builds = builds
         self._max_extract_bytes = max_extract_bytes
         self._max_extract_entries = max_extract_entries
 
@@ -217,6 +250,14 @@ class BuildPipeline:
     @contextlib.asynccontextmanager
     async def checkout(self, *, url: str, digest: str, path: str) -> AsyncIterator[Checkout]:
         """Download, verify and extract an artifact; select ``path``; clean up on exit."""
+        if self._artifacts is not None:
+            async with self._artifacts.acquire(url=url, digest=digest) as shared:
+                selected = self._select(shared, shared, path)
+                async with self._workspace.tempdir() as tmp:
+                    root, workdir = self._layout(tmp)
+                    rel = selected.directory.relative_to(shared)
+                    yield Checkout(root=root, directory=root / rel, workdir=workdir, shared=shared)
+            return
         if self._fetcher is None:
             raise RuntimeError("BuildPipeline.checkout needs a fetcher")
         async with self._workspace.tempdir() as tmp:
@@ -235,7 +276,17 @@ class BuildPipeline:
 
     @contextlib.asynccontextmanager
     async def local_checkout(self, source: Path, *, path: str) -> AsyncIterator[Checkout]:
-        """A working copy of a local directory (the CLI's artifact root); symlinks stay links."""
+        """A working copy of a local directory (the CLI's artifact root); symlinks stay links.
+
+        With an artifact cache the directory is used like a cached artifact tree instead: never
+        written, the build reads a view of what it can reach."""
+        if self._artifacts is not None:
+            selected = self._select(source, source, path)
+            async with self._workspace.tempdir() as tmp:
+                root, workdir = self._layout(tmp)
+                rel = selected.directory.relative_to(source)
+                yield Checkout(root=root, directory=root / rel, workdir=workdir, shared=source)
+            return
         async with self._workspace.tempdir() as tmp:
             root = tmp / "artifact"
             workdir = tmp / "work"
@@ -250,6 +301,72 @@ class BuildPipeline:
         *,
         decryptor: Decryptor | None = None,
         var_source: VarSource | None = None,
+    ) -> BuildResult:
+        source = checkout.shared if checkout.shared is not None else checkout.root
+        source_dir = source / checkout.directory.relative_to(checkout.root)
+        source, source_dir = (Path(p) for p in await asyncio.to_thread(_realpaths, source, source_dir))
+        found: Reach | None = None
+        if checkout.shared is not None or (self._builds is not None and self._builds.enabled):
+            found = await asyncio.to_thread(
+                reach, source, source_dir, options.overlay, allow_remote=options.allow_remote_bases
+            )
+        key: str | None = None
+        variables: dict[str, str] | None = None
+        if found is not None and self._builds is not None and self._builds.enabled:
+            key, variables = await self._cache_key(found, options, decryptor, var_source)
+            if key is None:
+                self._builds.record("bypass")
+            else:
+                cached = self._builds.get(key)
+                if cached is not None:
+                    self._builds.record("hit")
+                    objects, rendered_digest = cached
+                    return BuildResult(
+                        objects=objects, digest=rendered_digest, documents=[], metadata_applied=True, reused=True
+                    )
+                self._builds.record("miss")
+        if checkout.shared is not None:
+            assert found is not None
+            await asyncio.to_thread(materialise, found, source, checkout.root)
+        result = await self._run_build(
+            checkout, options, decryptor=decryptor, var_source=var_source, variables=variables
+        )
+        if key is not None and self._builds is not None:
+            self._builds.put(key, result.objects, result.digest)
+        return result
+
+    async def _cache_key(
+        self, found: Reach, options: BuildOptions, decryptor: Decryptor | None, var_source: VarSource | None
+    ) -> tuple[str | None, dict[str, str] | None]:
+        """The build cache key (None: not cacheable) and the postBuild variables read for it."""
+        identity = getattr(self._builder, "cache_identity", None)
+        decryption = "none" if decryptor is None else getattr(decryptor, "cache_identity", None)
+        if found.remote or not callable(identity) or decryption is None:
+            return None, None
+        variables: dict[str, str] | None = None
+        if options.post_build is not None:
+            try:
+                variables = await load_variables(options.post_build, var_source)
+            except SubstitutionError:
+                # Reported by the build itself, worded and attributed as upstream does.
+                return None, None
+        key = build_key(
+            content=found.content_key,
+            options=options,
+            builder=str(identity()),
+            variables=variables,
+            decryption=str(decryption),
+        )
+        return key, variables
+
+    async def _run_build(
+        self,
+        checkout: Checkout,
+        options: BuildOptions,
+        *,
+        decryptor: Decryptor | None,
+        var_source: VarSource | None,
+        variables: dict[str, str] | None,
     ) -> BuildResult:
         root, directory = (Path(p) for p in await asyncio.to_thread(_realpaths, checkout.root, checkout.directory))
         await asyncio.to_thread(generate, root, directory, options.overlay)
@@ -269,6 +386,8 @@ class BuildPipeline:
             if options.post_build is not None
             else None
         )
+        if substituter is not None and variables is not None:
+            substituter.preload(variables)  # already read for the cache key: the same values
         for doc in documents:
             if decryptor is not None:
                 try:
