@@ -134,6 +134,8 @@ class Settings:
     artifact_max_size: int = 256 * 1024 * 1024
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
+    artifact_cache_max_size: int = 256 * 1024 * 1024
+    build_cache_max_size: int = 32 * 1024 * 1024
     runtime_namespace: str = ""
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
@@ -286,6 +288,10 @@ FLAGS: tuple[_Flag, ...] = (
           "Path of the kustomize (or kubectl) binary used for builds (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
+    _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
+          "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
+    _Flag("build-cache-max-size", "build_cache_max_size", "int",
+          "The bytes of rendered build outputs kept in memory for reuse; 0 disables the build cache (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
