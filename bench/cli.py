@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import monorepo, report, scenarios
 
-ALL = ("cold", "latency", "big", "failover", "baseline")
+ALL = ("cold", "latency", "big", "failover", "baseline", "monorepo")
 
 
 def _sizes(text: str) -> list[int]:
@@ -51,6 +51,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
     p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
     p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
+    p.add_argument("--monorepo-size", type=int, default=None, help="apps of the monorepo scenario (1000)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -79,6 +80,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "latency_size": args.latency_size or (20 if quick else 100),
         "latency_samples": args.latency_samples or (20 if quick else 100),
         "baseline_size": args.baseline_size or (20 if quick else 100),
+        "monorepo_size": args.monorepo_size or (50 if quick else 1000),
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -124,6 +126,9 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
             await record("baseline", p["baseline_size"],
                          lambda m, parallel=parallel: _fill(m, scenarios.baseline(cfg, p["baseline_size"],
                                                                                   parallel=parallel)))
+    if "monorepo" in wanted:
+        size = p.get("monorepo_size", 1000)
+        await record("monorepo", size, lambda m: monorepo.monorepo(cfg, size, into=m))
     return results
 
 
