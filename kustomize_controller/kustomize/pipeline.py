@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +83,7 @@ if TYPE_CHECKING:
     from kustomize_controller.api.kustomization import Kustomization
 
 DECRYPT_KEY = "kustomize.toolkit.fluxcd.io/decrypt"
+_REACH_MEMO_SIZE = 4096  # (artifact, path, overlay) combinations remembered; a few KiB each
 
 
 class Decryptor(Protocol):
@@ -149,14 +153,20 @@ class BuildOptions:
 class Checkout:
     """An extracted artifact: ``root`` (confinement root) and ``directory`` (spec.path inside it).
 
-    ``shared``: the artifact cache's tree (never written) when the checkout came from it; ``root``
-    is then the build's private view, empty until :meth:`BuildPipeline.build` fills it.
+    ``shared``/``shared_directory``: the artifact cache's tree (never written) and ``spec.path`` in
+    it, when the checkout came from the cache. The build's private view is then made only when
+    kustomize has to run (a reused build needs none): until then ``root``, ``directory`` and
+    ``workdir`` name the shared tree and must not be written; :meth:`BuildPipeline.build` points
+    them at the view. ``views`` owns the views' temp dirs (closed when the checkout exits).
     """
 
     root: Path
     directory: Path
     workdir: Path
     shared: Path | None = None
+    shared_directory: Path | None = None
+    views: contextlib.AsyncExitStack | None = None
+    artifact: tuple[str, str] | None = None  # (url, digest) of a cached artifact
 
 
 @dataclass(slots=True)
@@ -223,6 +233,7 @@ class BuildPipeline:
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._builds = builds
+        self._reach_memo: OrderedDict[tuple[str, str, str, str, bool], Reach] = OrderedDict()
         self._max_extract_bytes = max_extract_bytes
         self._max_extract_entries = max_extract_entries
 
@@ -251,12 +262,11 @@ class BuildPipeline:
     async def checkout(self, *, url: str, digest: str, path: str) -> AsyncIterator[Checkout]:
         """Download, verify and extract an artifact; select ``path``; clean up on exit."""
         if self._artifacts is not None:
-            async with self._artifacts.acquire(url=url, digest=digest) as shared:
-                selected = self._select(shared, shared, path)
-                async with self._workspace.tempdir() as tmp:
-                    root, workdir = self._layout(tmp)
-                    rel = selected.directory.relative_to(shared)
-                    yield Checkout(root=root, directory=root / rel, workdir=workdir, shared=shared)
+            async with (
+                self._artifacts.acquire(url=url, digest=digest) as shared,
+                self._shared_checkout(shared, path, artifact=(url, digest)) as checkout,
+            ):
+                yield checkout
             return
         if self._fetcher is None:
             raise RuntimeError("BuildPipeline.checkout needs a fetcher")
@@ -275,17 +285,60 @@ class BuildPipeline:
             yield self._select(root, workdir, path)
 
     @contextlib.asynccontextmanager
+    async def _shared_checkout(
+        self, shared: Path, path: str, *, artifact: tuple[str, str] | None = None
+    ) -> AsyncIterator[Checkout]:
+        selected = self._select(shared, shared, path)
+        async with contextlib.AsyncExitStack() as views:
+            yield Checkout(
+                root=shared,
+                directory=selected.directory,
+                workdir=shared,
+                shared=shared,
+                shared_directory=selected.directory,
+                views=views,
+                artifact=artifact,
+            )
+
+    async def _reach(self, checkout: Checkout, source: Path, source_dir: Path, options: BuildOptions) -> Reach:
+        """:func:`.reach.reach`, remembered per artifact (``url`` + ``digest`` fix every byte of the
+        tree, so the same path and overlay always reach the same files): a periodic reconcile of an
+        unchanged artifact then reads nothing from disk. Local directories can change: never kept."""
+        memo_key = None
+        if checkout.artifact is not None:
+            overlay = json.dumps(dataclasses.asdict(options.overlay), sort_keys=True, default=repr)
+            memo_key = (*checkout.artifact, str(source_dir.relative_to(source)), overlay, options.allow_remote_bases)
+            found = self._reach_memo.get(memo_key)
+            if found is not None:
+                self._reach_memo.move_to_end(memo_key)
+                return found
+        found = await asyncio.to_thread(
+            reach, source, source_dir, options.overlay, allow_remote=options.allow_remote_bases
+        )
+        if memo_key is not None:
+            self._reach_memo[memo_key] = found
+            while len(self._reach_memo) > _REACH_MEMO_SIZE:
+                self._reach_memo.popitem(last=False)
+        return found
+
+    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> None:
+        """Give the build its private temp dir holding copies of what it can read."""
+        assert checkout.views is not None and checkout.shared_directory is not None and checkout.shared is not None
+        tmp = await checkout.views.enter_async_context(self._workspace.tempdir())
+        root, workdir = await asyncio.to_thread(self._layout, tmp)
+        await asyncio.to_thread(materialise, found, source, root)
+        checkout.root, checkout.workdir = root, workdir
+        checkout.directory = root / checkout.shared_directory.relative_to(checkout.shared)
+
+    @contextlib.asynccontextmanager
     async def local_checkout(self, source: Path, *, path: str) -> AsyncIterator[Checkout]:
         """A working copy of a local directory (the CLI's artifact root); symlinks stay links.
 
         With an artifact cache the directory is used like a cached artifact tree instead: never
         written, the build reads a view of what it can reach."""
         if self._artifacts is not None:
-            selected = self._select(source, source, path)
-            async with self._workspace.tempdir() as tmp:
-                root, workdir = self._layout(tmp)
-                rel = selected.directory.relative_to(source)
-                yield Checkout(root=root, directory=root / rel, workdir=workdir, shared=source)
+            async with self._shared_checkout(source, path) as checkout:
+                yield checkout
             return
         async with self._workspace.tempdir() as tmp:
             root = tmp / "artifact"
@@ -303,13 +356,11 @@ class BuildPipeline:
         var_source: VarSource | None = None,
     ) -> BuildResult:
         source = checkout.shared if checkout.shared is not None else checkout.root
-        source_dir = source / checkout.directory.relative_to(checkout.root)
+        source_dir = checkout.shared_directory if checkout.shared_directory is not None else checkout.directory
         source, source_dir = (Path(p) for p in await asyncio.to_thread(_realpaths, source, source_dir))
         found: Reach | None = None
         if checkout.shared is not None or (self._builds is not None and self._builds.enabled):
-            found = await asyncio.to_thread(
-                reach, source, source_dir, options.overlay, allow_remote=options.allow_remote_bases
-            )
+            found = await self._reach(checkout, source, source_dir, options)
         key: str | None = None
         variables: dict[str, str] | None = None
         if found is not None and self._builds is not None and self._builds.enabled:
@@ -327,7 +378,7 @@ class BuildPipeline:
                 self._builds.record("miss")
         if checkout.shared is not None:
             assert found is not None
-            await asyncio.to_thread(materialise, found, source, checkout.root)
+            await self._open_view(checkout, source, found)
         result = await self._run_build(
             checkout, options, decryptor=decryptor, var_source=var_source, variables=variables
         )
