@@ -135,7 +135,7 @@ class Settings:
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
     artifact_cache_max_size: int = 256 * 1024 * 1024
-    build_cache_max_size: int = 32 * 1024 * 1024
+    build_cache_max_size: int = 16 * 1024 * 1024
     runtime_namespace: str = ""
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import shutil
 from collections import OrderedDict
@@ -64,11 +65,12 @@ def _tree_size(root: Path) -> int:
 
 
 def _copy_error(err: BaseException) -> BaseException:
-    """A fresh exception for each waiter (same type and message), so tracebacks do not pile up."""
+    """A fresh exception for each waiter (same type, message and attributes), so tracebacks of
+    several waiters do not pile up on one object."""
     if isinstance(err, KustomizeError):
         try:
-            return type(err)(str(err))
-        except TypeError:
+            return copy.copy(err)
+        except Exception:  # an exception type that cannot be rebuilt: share the original
             return err
     return err
 

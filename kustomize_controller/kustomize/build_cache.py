@@ -29,7 +29,7 @@ from typing import Any
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 
 PIPELINE_VERSION = "1"
-DEFAULT_BUILD_CACHE_MAX_BYTES = 32 << 20
+DEFAULT_BUILD_CACHE_MAX_BYTES = 16 << 20
 _ENTRY_OVERHEAD = 256  # the key, the tuple and the dict slot, counted against the bound
 
 

@@ -100,9 +100,18 @@ async def test_a_failure_is_shared_by_waiters_and_not_kept(env: Env) -> None:
 async def test_not_found_and_bad_digest_leave_nothing(env: Env) -> None:
     artifact = await publish(env, "repo", "a")
     cache = env.cache()
-    with pytest.raises(ArtifactNotFoundError):
-        async with cache.acquire(url=artifact["url"] + ".missing", digest=artifact["digest"]):
+    missing = artifact["url"] + ".missing"
+
+    async def use() -> None:
+        async with cache.acquire(url=missing, digest=artifact["digest"]):
             pass
+
+    env.server.delay(None, seconds=0.2)
+    outcomes = await asyncio.gather(*(use() for _ in range(3)), return_exceptions=True)
+    env.server.clear_faults()
+    assert all(isinstance(o, ArtifactNotFoundError) and o.url == missing for o in outcomes), outcomes
+    assert len({id(o) for o in outcomes}) == 3  # each waiter has its own exception object
+    assert env.server.request_count(path_of(artifact) + ".missing") == 1
     env.server.corrupt(path_of(artifact))
     with pytest.raises(DigestError):
         async with cache.acquire(url=artifact["url"], digest=artifact["digest"]):
