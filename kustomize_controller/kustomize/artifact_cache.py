@@ -18,7 +18,8 @@ Contract:
   holds are removed. A tree in use is never removed, so the bound can be exceeded while builds hold
   more than it (a single artifact larger than the bound is extracted, used, and dropped at release).
   ``max_bytes=0`` keeps nothing once unused: concurrent builds still share one download.
-- A failed download or extraction leaves nothing behind; the next acquire tries again.
+- A failed download or extraction leaves nothing behind; the next acquire tries again. A tree
+  removed from disk by someone else is noticed at the next acquire and extracted again.
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ class ArtifactCache:
 
     async def _ready(self, key: tuple[str, str], entry: _Entry, url: str, digest: str) -> Path:
         hit = True
+        if entry.root is not None and entry.loading is None and not entry.root.is_dir():
+            # Removed under us (a /tmp cleaner): forget it and extract again, never report a
+            # missing path for an artifact that is fine.
+            entry.root = None
+            self._bytes -= entry.size
+            self._publish()
         while entry.root is None:
             if entry.loading is not None:
                 # Single flight: wait for the loader (shielded: our cancellation must not cancel it).

@@ -186,3 +186,17 @@ async def test_the_cache_directory_is_swept_after_a_crash(env: Env) -> None:
         pass
     assert cache.directory is not None
     assert cache.directory.name.startswith(f"kustomization-{os.getpid()}-")  # what Workspace.sweep() removes
+
+
+async def test_a_tree_removed_from_disk_is_extracted_again(env: Env) -> None:
+    import shutil
+
+    artifact = await publish(env, "repo", "a")
+    cache = env.cache()
+    async with cache.acquire(url=artifact["url"], digest=artifact["digest"]) as root:
+        pass
+    shutil.rmtree(root)  # a /tmp cleaner
+    async with cache.acquire(url=artifact["url"], digest=artifact["digest"]) as again:
+        assert (again / "apps" / "a" / "cm.yaml").is_file()
+    assert env.server.request_count(path_of(artifact)) == 2
+    assert cache.bytes == len(CM.format(name="a"))
