@@ -214,6 +214,11 @@ def _realpaths(*paths: Path) -> list[str]:
     return [os.path.realpath(p) for p in paths]
 
 
+def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:
+    real_source, real_dir = (Path(p) for p in _realpaths(source, source_dir))
+    return reach(real_source, real_dir, options.overlay, allow_remote=options.allow_remote_bases)
+
+
 class BuildPipeline:
     """Composes fetch → extract → generate → confine → build → parse → decrypt → substitute."""
 
@@ -312,9 +317,7 @@ class BuildPipeline:
             if found is not None:
                 self._reach_memo.move_to_end(memo_key)
                 return found
-        found = await asyncio.to_thread(
-            reach, source, source_dir, options.overlay, allow_remote=options.allow_remote_bases
-        )
+        found = await asyncio.to_thread(_reach_real, source, source_dir, options)
         if memo_key is not None:
             self._reach_memo[memo_key] = found
             while len(self._reach_memo) > _REACH_MEMO_SIZE:
@@ -357,7 +360,6 @@ class BuildPipeline:
     ) -> BuildResult:
         source = checkout.shared if checkout.shared is not None else checkout.root
         source_dir = checkout.shared_directory if checkout.shared_directory is not None else checkout.directory
-        source, source_dir = (Path(p) for p in await asyncio.to_thread(_realpaths, source, source_dir))
         found: Reach | None = None
         if checkout.shared is not None or (self._builds is not None and self._builds.enabled):
             found = await self._reach(checkout, source, source_dir, options)
