@@ -96,6 +96,7 @@ class Env:
     builder: CountingBuilder
     pipeline: BuildPipeline
     fresh: BuildPipeline
+    workspace: Path
     variables: dict[str, dict[str, str]] = field(default_factory=lambda: {"ConfigMap/vars": {}})
     revisions: int = 0
 
@@ -139,7 +140,7 @@ async def env(tmp_path: Path, builder_command: BuilderCommand) -> AsyncIterator[
         )
         fresh = BuildPipeline(builder=builder.inner, workspace=workspace, fetcher=fetcher)
         try:
-            yield Env(server, builder, pipeline, fresh)
+            yield Env(server, builder, pipeline, fresh, tmp_path / "ws")
         finally:
             await artifacts.close()
 
@@ -151,6 +152,10 @@ async def test_unchanged_inputs_are_reused_as_fresh_objects(env: Env) -> None:
     artifact = await env.publish(REPO)
     first = await env.check(artifact, APP, rebuilt=True)
     first.objects[0]["metadata"]["name"] = "mutated by the apply path"
+    before = set(env.workspace.iterdir())
+    async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="app") as co:
+        assert (await env.pipeline.build(co, BuildOptions.from_spec(APP), var_source=env.var_source)).reused
+        assert set(env.workspace.iterdir()) == before  # a reused build makes no temp dir
     second = await env.check(artifact, APP, rebuilt=False)
     assert second.objects[0]["metadata"]["name"] != "mutated by the apply path"
     # A new revision that changes nothing this build reads: still reused.
