@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import report, request_counts, scenarios, workload
+from bench import monorepo, report, request_counts, scenarios, workload
 
-ALL = ("cold", "latency", "big", "failover", "baseline", "requests")
+ALL = ("cold", "latency", "big", "failover", "baseline", "requests", "monorepo")
 
 
 def _sizes(text: str) -> list[int]:
@@ -55,6 +55,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="Kustomizations of the requests-per-phase scenario, default flags (100)")
     p.add_argument("--requests-variants", default="apf,noapf",
                    help="API server variants of that scenario: apf (flow-control headers on), noapf (off)")
+    p.add_argument("--monorepo-size", type=int, default=None, help="apps of the monorepo scenario (1000)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -85,6 +86,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_size": args.baseline_size or (20 if quick else 100),
         "requests_size": args.requests_size or (20 if quick else 100),
         "requests_variants": [v for v in args.requests_variants.split(",") if v],
+        "monorepo_size": args.monorepo_size or (50 if quick else 1000),
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -139,6 +141,9 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
             await record("baseline", p["baseline_size"],
                          lambda m, parallel=parallel: _fill(m, scenarios.baseline(cfg, p["baseline_size"],
                                                                                   parallel=parallel)))
+    if "monorepo" in wanted:
+        size = p.get("monorepo_size", 1000)
+        await record("monorepo", size, lambda m: monorepo.monorepo(cfg, size, into=m))
     return results
 
 

@@ -219,6 +219,13 @@ async def noop_round(
     # every write of a Kustomization is one MODIFIED event; one of them is the driver's requestedAt patch
     m[f"{key}.status_writes_per_reconcile"] = (tracker.modified - modified0) / n - 1
     m[f"{key}.cpu_ms_per_reconcile"] = (ctrl.stats().cpu_s - cpu0) * 1000 / n
+    # issue 17: a no-op round should neither download nor build (artifact and build caches)
+    downloads = "kustomize_controller_artifact_cache_requests_total"
+    builds = "kustomize_controller_build_cache_requests_total"
+    m[f"{key}.downloads"] = metric_sum(after, downloads, result="miss") - metric_sum(before, downloads, result="miss")
+    m[f"{key}.kustomize_runs"] = sum(
+        metric_sum(after, builds, result=r) - metric_sum(before, builds, result=r) for r in ("miss", "bypass")
+    )
     if api.pid:
         m[f"{key}.apiserver_cpu_ms_per_reconcile"] = (api_cpu(api) - api0) * 1000 / n
 

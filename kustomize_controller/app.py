@@ -36,7 +36,10 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_config
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.kube.flowcontrol import configure_throttling
+from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.build_cache import BuildCache
+from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
@@ -194,16 +197,23 @@ async def run_controller(
         swept = workspace.sweep()
         if swept:
             _log.info("removed temporary directories of earlier runs", count=len(swept))
+        fetcher = ArtifactFetcher(
+            session=session,
+            clock=clock,
+            retries=settings.http_retry,
+            max_size=settings.artifact_max_size,
+            env=os.environ,
+        )
+        cache_metrics = CacheMetrics(manager.metrics.registry)
+        artifacts = ArtifactCache(
+            workspace=workspace, fetcher=fetcher, max_bytes=settings.artifact_cache_max_size, metrics=cache_metrics
+        )
         pipeline = BuildPipeline(
             builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None),
             workspace=workspace,
-            fetcher=ArtifactFetcher(
-                session=session,
-                clock=clock,
-                retries=settings.http_retry,
-                max_size=settings.artifact_max_size,
-                env=os.environ,
-            ),
+            fetcher=fetcher,
+            artifacts=artifacts,
+            builds=BuildCache(max_bytes=settings.build_cache_max_size, metrics=cache_metrics),
         )
         recorder = manager.event_recorder(reporting_controller=CONTROLLER_NAME, reporting_instance=socket.gethostname())
         webhook = None
@@ -275,6 +285,7 @@ async def run_controller(
         try:
             return await manager.run(handle_signals=handle_signals)
         finally:
+            await artifacts.close()
             await client.close()
 
 

@@ -134,6 +134,8 @@ class Settings:
     artifact_max_size: int = 256 * 1024 * 1024
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
+    artifact_cache_max_size: int = 256 * 1024 * 1024
+    build_cache_max_size: int = 16 * 1024 * 1024
     runtime_namespace: str = ""
     progress_status_delay: timedelta = timedelta(seconds=2)
 
@@ -290,6 +292,10 @@ FLAGS: tuple[_Flag, ...] = (
           "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
+    _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
+          "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
+    _Flag("build-cache-max-size", "build_cache_max_size", "int",
+          "The bytes of rendered build outputs kept in memory for reuse; 0 disables the build cache (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 

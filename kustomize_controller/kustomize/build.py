@@ -273,6 +273,18 @@ class KustomizeBuilder:
         self._timeout = timeout
         self._max_output = max_output
 
+    def cache_identity(self) -> str:
+        """What makes this builder's output what it is, for the build cache: the command, its
+        reported versions and the binary's file identity (a replaced binary is a new builder even
+        before anyone re-detects its version)."""
+        binary = self.command.argv[0]
+        try:
+            st = os.stat(binary)
+            stamp = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+        except OSError:
+            stamp = "unreadable"
+        return "|".join((*self.command.argv, self.command.version, self.command.kustomize_version, stamp))
+
     async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
         """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME."""
         env = _base_env(workdir)

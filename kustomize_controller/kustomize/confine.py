@@ -20,6 +20,11 @@ a repository on the controller's disk) are always refused. Helm
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
+The report also lists what the walk reached (every visited directory and every resolved local
+path, present or not): :mod:`.reach` uses it to give each build its own copy of exactly what it can
+read, and to key the build cache on that content. ``top`` lets the walk start from a kustomization
+held in memory (the generated one) instead of the file on disk.
+
 Not promised: the content of remote bases is not inspected here. kustomize itself loads a git
 clone with its root-only restrictor (a cloned kustomization cannot read outside the clone, and
 its bases must stay inside it), and an HTTP resource is plain YAML; beyond that we trust git and
@@ -79,6 +84,8 @@ class ConfinementReport:
 
     kustomization_files: list[Path] = field(default_factory=list)
     remote_references: list[str] = field(default_factory=list)
+    directories: list[Path] = field(default_factory=list)
+    paths: set[Path] = field(default_factory=set)
 
 
 class _Walker:
@@ -104,6 +111,7 @@ class _Walker:
         real, inside = resolve_inside(self.root, Path(os.path.normpath(os.path.join(base, entry))))
         if not inside:
             raise self._fail(kfile, key, entry, "resolves outside the artifact root")
+        self.report.paths.add(real)
         return real
 
     def _maybe_remote(self, kfile: Path, base: Path, key: str, entry: str) -> bool:
@@ -119,21 +127,27 @@ class _Walker:
 
     # -- kustomization files --------------------------------------------------------------------
 
-    def visit_dir(self, directory: Path, *, plugin_dir: bool = False) -> None:
+    def visit_dir(
+        self, directory: Path, *, plugin_dir: bool = False, top: tuple[Path, dict[str, Any]] | None = None
+    ) -> None:
         real = os.path.realpath(directory)
         if real in self.visited:
             return
         self.visited.add(real)
-        kfile = find_kustomization_file(directory)
+        self.report.directories.append(Path(real))
+        kfile = top[0] if top is not None else find_kustomization_file(directory)
         if kfile is None:
             return
         _, inside = resolve_inside(self.root, kfile)
         if not inside:
             raise ConfinementError(f"{self._where(kfile)}: the kustomization file resolves outside the artifact root")
-        try:
-            kus = yaml.load(kfile.read_bytes(), Loader=yaml.CSafeLoader)
-        except yaml.YAMLError as err:
-            raise ConfinementError(f"{self._where(kfile)}: invalid YAML: {err}") from err
+        if top is not None:
+            kus: Any = top[1]
+        else:
+            try:
+                kus = yaml.load(kfile.read_bytes(), Loader=yaml.CSafeLoader)
+            except yaml.YAMLError as err:
+                raise ConfinementError(f"{self._where(kfile)}: invalid YAML: {err}") from err
         self.report.kustomization_files.append(kfile)
         if isinstance(kus, dict):
             self.visit_kustomization(kfile, directory, kus, plugin_dir=plugin_dir)
@@ -253,11 +267,16 @@ def _load_docs(kfile: Path, key: str, entry: str, walker: _Walker) -> list[Any]:
         raise walker._fail(kfile, key, "<inline>", f"is not valid YAML: {err}") from err
 
 
-def check_confinement(root: Path, directory: Path, *, allow_remote: bool) -> ConfinementReport:
-    """Walk everything kustomize can read from ``directory``; raise ConfinementError on escape."""
+def check_confinement(
+    root: Path, directory: Path, *, allow_remote: bool, top: tuple[Path, dict[str, Any]] | None = None
+) -> ConfinementReport:
+    """Walk everything kustomize can read from ``directory``; raise ConfinementError on escape.
+
+    ``top``: ``(kustomization file, its content)`` to use for ``directory`` instead of reading it.
+    """
     walker = _Walker(root, allow_remote=allow_remote)
     _, inside = resolve_inside(root, directory)
     if not inside:
         raise ConfinementError(f"'{relative_to_root(root, directory)}' resolves outside the artifact root")
-    walker.visit_dir(directory)
+    walker.visit_dir(directory, top=top)
     return walker.report

@@ -220,8 +220,11 @@ def apply_overlay(kus: dict[str, Any], overlay: Overlay, *, directory: Path) -> 
     return kus
 
 
-def generate(root: Path, directory: Path, overlay: Overlay) -> Path:
-    """Find or generate the kustomization file of ``directory``, overlay the spec, write it back."""
+def render_kustomization(root: Path, directory: Path, overlay: Overlay) -> tuple[Path, dict[str, Any], str]:
+    """What :func:`generate` would write, without writing: ``(file, content, YAML text)``.
+
+    Reads only; the build cache runs it on the shared (never written) artifact tree.
+    """
     kfile = find_kustomization_file(directory)
     if kfile is not None:
         raw = _read_confined(root, kfile)
@@ -252,6 +255,12 @@ def generate(root: Path, directory: Path, overlay: Overlay) -> Path:
     if "sortOptions" not in kus and kus.get("kind", "Kustomization") == "Kustomization":
         kus["sortOptions"] = {"order": "fifo"}
     data = yaml.dump(kus, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return kfile, kus, data
+
+
+def generate(root: Path, directory: Path, overlay: Overlay) -> Path:
+    """Find or generate the kustomization file of ``directory``, overlay the spec, write it back."""
+    kfile, _, data = render_kustomization(root, directory, overlay)
     if kfile.is_symlink():
         kfile.unlink()
     kfile.write_text(data, encoding="utf-8")

@@ -10,8 +10,21 @@ Order (reference §5 steps 10.3–10.10, §5.1–§5.5):
 
 :meth:`BuildPipeline.checkout` is an async context manager so the reconciler can record
 ``lastAttemptedRevision`` and patch status between the download and the build; the temp dir is
-removed when it exits, whatever happened. Errors are the tree of :mod:`.errors`, whose ``reason``
-is the Ready reason to write.
+removed when it exits, whatever happened.
+
+Caches (both optional; without them every checkout downloads and every build runs):
+
+- With an :class:`~.artifact_cache.ArtifactCache`, a checkout holds the shared extracted tree of
+  its artifact (one download per ``url`` + ``digest``) and an empty private view; :meth:`build`
+  copies into the view exactly what the build can read (:mod:`.reach`) and works there, so the
+  shared tree is never written.
+- With a :class:`~.build_cache.BuildCache`, :meth:`build` first computes the key of its inputs
+  (content reachable from the path, options, resolved postBuild variables, decryption key identity,
+  builder identity) and returns the stored objects when it is known (``BuildResult.reused``);
+  builds that read remote bases, whose variables cannot be read up front, or whose builder or keys
+  cannot be identified are never cached. Only successful builds are stored.
+
+Errors are the tree of :mod:`.errors`, whose ``reason`` is the Ready reason to write.
 
 The digest (``sha256:<hex>``, for ``status.history``) covers the rendered objects after
 decryption and substitution and before commonMetadata, as upstream. A v1 Secret still carrying
@@ -20,26 +33,32 @@ raises :class:`EncryptedSecretError` (ReconciliationFailed) after the digest is 
 carries the :class:`BuildResult` so history can still be written.
 
 Blocking work (generation, confinement, extraction, parsing, decryption) runs in threads; the
-pipeline keeps no state between calls and is shared by all reconciles.
+pipeline keeps no state between calls but its caches, and is shared by all reconciles.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kustomize_controller.kustomize.artifact_cache import ArtifactCache
+from kustomize_controller.kustomize.build_cache import BuildCache, build_key
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
     DecryptionError,
     EncryptedSecretError,
     KustomizeError,
     PathNotFoundError,
+    SubstitutionError,
 )
 from kustomize_controller.kustomize.extract import (
     DEFAULT_MAX_ENTRIES,
@@ -51,12 +70,20 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.generate import Overlay, generate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
-from kustomize_controller.kustomize.substitute import PostBuild, Substituter, VarSource, object_label
+from kustomize_controller.kustomize.reach import Reach, materialise, reach
+from kustomize_controller.kustomize.substitute import (
+    PostBuild,
+    Substituter,
+    VarSource,
+    load_variables,
+    object_label,
+)
 
 if TYPE_CHECKING:
     from kustomize_controller.api.kustomization import Kustomization
 
 DECRYPT_KEY = "kustomize.toolkit.fluxcd.io/decrypt"
+_REACH_MEMO_SIZE = 4096  # (artifact, path, overlay) combinations remembered; a few KiB each
 
 
 class Decryptor(Protocol):
@@ -124,11 +151,22 @@ class BuildOptions:
 
 @dataclass(slots=True)
 class Checkout:
-    """An extracted artifact: ``root`` (confinement root) and ``directory`` (spec.path inside it)."""
+    """An extracted artifact: ``root`` (confinement root) and ``directory`` (spec.path inside it).
+
+    ``shared``/``shared_directory``: the artifact cache's tree (never written) and ``spec.path`` in
+    it, when the checkout came from the cache. The build's private view is then made only when
+    kustomize has to run (a reused build needs none): until then ``root``, ``directory`` and
+    ``workdir`` name the shared tree and must not be written; :meth:`BuildPipeline.build` points
+    them at the view. ``views`` owns the views' temp dirs (closed when the checkout exits).
+    """
 
     root: Path
     directory: Path
     workdir: Path
+    shared: Path | None = None
+    shared_directory: Path | None = None
+    views: contextlib.AsyncExitStack | None = None
+    artifact: tuple[str, str] | None = None  # (url, digest) of a cached artifact
 
 
 @dataclass(slots=True)
@@ -137,6 +175,7 @@ class BuildResult:
     digest: str
     documents: list[Document]
     metadata_applied: bool = False
+    reused: bool = False  # served by the build cache: kustomize did not run (documents are empty)
 
     def render(self) -> str:
         """Multi-document YAML of the final objects (commonMetadata included)."""
@@ -175,6 +214,11 @@ def _realpaths(*paths: Path) -> list[str]:
     return [os.path.realpath(p) for p in paths]
 
 
+def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:
+    real_source, real_dir = (Path(p) for p in _realpaths(source, source_dir))
+    return reach(real_source, real_dir, options.overlay, allow_remote=options.allow_remote_bases)
+
+
 class BuildPipeline:
     """Composes fetch → extract → generate → confine → build → parse → decrypt → substitute."""
 
@@ -186,10 +230,15 @@ class BuildPipeline:
         fetcher: ArtifactFetcher | None = None,
         max_extract_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
         max_extract_entries: int = DEFAULT_MAX_ENTRIES,
+        artifacts: ArtifactCache | None = None,
+        builds: BuildCache | None = None,
     ) -> None:
         self._builder = builder
         self._workspace = workspace
         self._fetcher = fetcher
+        self._artifacts = artifacts
+        self._builds = builds
+        self._reach_memo: OrderedDict[tuple[str, str, str, str, bool], Reach] = OrderedDict()
         self._max_extract_bytes = max_extract_bytes
         self._max_extract_entries = max_extract_entries
 
@@ -217,6 +266,13 @@ class BuildPipeline:
     @contextlib.asynccontextmanager
     async def checkout(self, *, url: str, digest: str, path: str) -> AsyncIterator[Checkout]:
         """Download, verify and extract an artifact; select ``path``; clean up on exit."""
+        if self._artifacts is not None:
+            async with (
+                self._artifacts.acquire(url=url, digest=digest) as shared,
+                self._shared_checkout(shared, path, artifact=(url, digest)) as checkout,
+            ):
+                yield checkout
+            return
         if self._fetcher is None:
             raise RuntimeError("BuildPipeline.checkout needs a fetcher")
         async with self._workspace.tempdir() as tmp:
@@ -234,8 +290,59 @@ class BuildPipeline:
             yield self._select(root, workdir, path)
 
     @contextlib.asynccontextmanager
+    async def _shared_checkout(
+        self, shared: Path, path: str, *, artifact: tuple[str, str] | None = None
+    ) -> AsyncIterator[Checkout]:
+        selected = self._select(shared, shared, path)
+        async with contextlib.AsyncExitStack() as views:
+            yield Checkout(
+                root=shared,
+                directory=selected.directory,
+                workdir=shared,
+                shared=shared,
+                shared_directory=selected.directory,
+                views=views,
+                artifact=artifact,
+            )
+
+    async def _reach(self, checkout: Checkout, source: Path, source_dir: Path, options: BuildOptions) -> Reach:
+        """:func:`.reach.reach`, remembered per artifact (``url`` + ``digest`` fix every byte of the
+        tree, so the same path and overlay always reach the same files): a periodic reconcile of an
+        unchanged artifact then reads nothing from disk. Local directories can change: never kept."""
+        memo_key = None
+        if checkout.artifact is not None:
+            overlay = json.dumps(dataclasses.asdict(options.overlay), sort_keys=True, default=repr)
+            memo_key = (*checkout.artifact, str(source_dir.relative_to(source)), overlay, options.allow_remote_bases)
+            found = self._reach_memo.get(memo_key)
+            if found is not None:
+                self._reach_memo.move_to_end(memo_key)
+                return found
+        found = await asyncio.to_thread(_reach_real, source, source_dir, options)
+        if memo_key is not None:
+            self._reach_memo[memo_key] = found
+            while len(self._reach_memo) > _REACH_MEMO_SIZE:
+                self._reach_memo.popitem(last=False)
+        return found
+
+    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> None:
+        """Give the build its private temp dir holding copies of what it can read."""
+        assert checkout.views is not None and checkout.shared_directory is not None and checkout.shared is not None
+        tmp = await checkout.views.enter_async_context(self._workspace.tempdir())
+        root, workdir = await asyncio.to_thread(self._layout, tmp)
+        await asyncio.to_thread(materialise, found, source, root)
+        checkout.root, checkout.workdir = root, workdir
+        checkout.directory = root / checkout.shared_directory.relative_to(checkout.shared)
+
+    @contextlib.asynccontextmanager
     async def local_checkout(self, source: Path, *, path: str) -> AsyncIterator[Checkout]:
-        """A working copy of a local directory (the CLI's artifact root); symlinks stay links."""
+        """A working copy of a local directory (the CLI's artifact root); symlinks stay links.
+
+        With an artifact cache the directory is used like a cached artifact tree instead: never
+        written, the build reads a view of what it can reach."""
+        if self._artifacts is not None:
+            async with self._shared_checkout(source, path) as checkout:
+                yield checkout
+            return
         async with self._workspace.tempdir() as tmp:
             root = tmp / "artifact"
             workdir = tmp / "work"
@@ -250,6 +357,69 @@ class BuildPipeline:
         *,
         decryptor: Decryptor | None = None,
         var_source: VarSource | None = None,
+    ) -> BuildResult:
+        source = checkout.shared if checkout.shared is not None else checkout.root
+        source_dir = checkout.shared_directory if checkout.shared_directory is not None else checkout.directory
+        found: Reach | None = None
+        if checkout.shared is not None or (self._builds is not None and self._builds.enabled):
+            found = await self._reach(checkout, source, source_dir, options)
+        key: str | None = None
+        variables: dict[str, str] | None = None
+        if found is not None and self._builds is not None and self._builds.enabled:
+            key, variables = await self._cache_key(found, options, decryptor, var_source)
+            if key is None:
+                self._builds.record("bypass")
+            else:
+                cached = self._builds.get(key)
+                if cached is not None:
+                    self._builds.record("hit")
+                    objects, rendered_digest = cached
+                    return BuildResult(
+                        objects=objects, digest=rendered_digest, documents=[], metadata_applied=True, reused=True
+                    )
+                self._builds.record("miss")
+        if checkout.shared is not None:
+            assert found is not None
+            await self._open_view(checkout, source, found)
+        result = await self._run_build(
+            checkout, options, decryptor=decryptor, var_source=var_source, variables=variables
+        )
+        if key is not None and self._builds is not None:
+            self._builds.put(key, result.objects, result.digest)
+        return result
+
+    async def _cache_key(
+        self, found: Reach, options: BuildOptions, decryptor: Decryptor | None, var_source: VarSource | None
+    ) -> tuple[str | None, dict[str, str] | None]:
+        """The build cache key (None: not cacheable) and the postBuild variables read for it."""
+        identity = getattr(self._builder, "cache_identity", None)
+        decryption = "none" if decryptor is None else getattr(decryptor, "cache_identity", None)
+        if found.remote or not callable(identity) or decryption is None:
+            return None, None
+        variables: dict[str, str] | None = None
+        if options.post_build is not None:
+            try:
+                variables = await load_variables(options.post_build, var_source)
+            except SubstitutionError:
+                # Reported by the build itself, worded and attributed as upstream does.
+                return None, None
+        key = build_key(
+            content=found.content_key,
+            options=options,
+            builder=str(identity()),
+            variables=variables,
+            decryption=str(decryption),
+        )
+        return key, variables
+
+    async def _run_build(
+        self,
+        checkout: Checkout,
+        options: BuildOptions,
+        *,
+        decryptor: Decryptor | None,
+        var_source: VarSource | None,
+        variables: dict[str, str] | None,
     ) -> BuildResult:
         root, directory = (Path(p) for p in await asyncio.to_thread(_realpaths, checkout.root, checkout.directory))
         await asyncio.to_thread(generate, root, directory, options.overlay)
@@ -269,6 +439,8 @@ class BuildPipeline:
             if options.post_build is not None
             else None
         )
+        if substituter is not None and variables is not None:
+            substituter.preload(variables)  # already read for the cache key: the same values
         for doc in documents:
             if decryptor is not None:
                 try:

@@ -192,6 +192,10 @@ class Substituter:
     strict: bool = True
     _variables: dict[str, str] | None = field(default=None, init=False)
 
+    def preload(self, variables: Mapping[str, str]) -> None:
+        """Use ``variables`` (what :func:`load_variables` returned) instead of loading them again."""
+        self._variables = dict(variables)
+
     async def apply(self, text: str, obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         if is_substitution_disabled(obj):
             return None

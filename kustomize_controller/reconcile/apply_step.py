@@ -158,6 +158,10 @@ class ApplyStep:
                     self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to build kube client: {err}")
                 result = await self._build(ctx, checkout, options)
                 ctx.extra["digest"] = result.digest
+                if result.reused:
+                    # The build cache served the objects (same inputs, kustomize not run); the
+                    # comparison with the live objects below still runs.
+                    _log.info("build reused: inputs unchanged", revision=ctx.revision, digest=result.digest)
                 await self._apply_and_check(ctx, client, result, old_inventory, readers)
         except OSError as err:
             self._fail(ctx, Reason.DIR_CREATION_FAILED, f"tmp dir error: {err}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -87,10 +88,20 @@ class SopsDecryptor:
         keyring: KeyRing,
         max_file_size: int = MAX_ENCRYPTED_FILE_SIZE,
         verify_mac: bool = True,
+        key_digest: str | None = None,
     ) -> None:
         self._keyring = keyring
         self._max_file_size = max_file_size
         self._verify_mac = verify_mac
+        self._key_digest = key_digest
+
+    @property
+    def cache_identity(self) -> str | None:
+        """The identity of the key material (a digest of it, never the keys), for the build cache;
+        None when the decryptor was built from a keyring whose origin is unknown."""
+        if self._key_digest is None:
+            return None
+        return f"{self._key_digest}:{self._max_file_size}:{self._verify_mac}"
 
     @classmethod
     def from_secret_data(
@@ -114,7 +125,11 @@ class SopsDecryptor:
             secret_label=secret_label,
             global_secret_label=global_secret_label,
         )
-        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac)
+        h = hashlib.sha256()
+        for label, source in (("secret", data), ("global", global_age_keys or {})):
+            for key in sorted(source):
+                h.update(f"{label}\0{key}\0{len(source[key])}\0".encode() + source[key])
+        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=h.hexdigest())
 
     def close(self) -> None:
         self._keyring.close()

@@ -20,7 +20,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder
+from kustomize_controller.kustomize.build_cache import BuildCache
 from kustomize_controller.kustomize.errors import (
     ArtifactTooLargeError,
     ConfinementError,
@@ -47,10 +49,13 @@ class Env:
     outside: Path
     tmp: Path
     pipeline: BuildPipeline
+    artifacts: ArtifactCache | None = None
 
 
-@pytest.fixture
-async def env(tmp_path: Path, builder_command: BuilderCommand) -> AsyncIterator[Env]:
+@pytest.fixture(params=["fresh", "cached"])
+async def env(request: pytest.FixtureRequest, tmp_path: Path, builder_command: BuilderCommand) -> AsyncIterator[Env]:
+    """Each attack runs against a private extraction and through the artifact and build caches
+    (which must be exactly as strict); the cache keeps no tree once unused, so nothing may stay."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "token").write_text(SECRET)
@@ -70,16 +75,33 @@ async def env(tmp_path: Path, builder_command: BuilderCommand) -> AsyncIterator[
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     async with aiohttp.ClientSession() as session:
         fetcher = ArtifactFetcher(session=session, clock=FakeClock(), env={}, retries=0, max_size=1 << 20)
+        workspace = Workspace(tmp_path / "workspace")
+        artifacts = None
+        if request.param == "cached":
+            artifacts = ArtifactCache(workspace=workspace, fetcher=fetcher, max_bytes=0, max_extract_bytes=4 << 20)
         pipeline = BuildPipeline(
             builder=KustomizeBuilder(command=builder_command, clock=RealClock()),
-            workspace=Workspace(tmp_path / "workspace"),
+            workspace=workspace,
             fetcher=fetcher,
             max_extract_bytes=4 << 20,
+            artifacts=artifacts,
+            builds=BuildCache() if artifacts is not None else None,
         )
         try:
-            yield Env(f"http://127.0.0.1:{port}", blobs, outside, tmp_path, pipeline)
+            yield Env(f"http://127.0.0.1:{port}", blobs, outside, tmp_path, pipeline, artifacts)
         finally:
+            if artifacts is not None:
+                await artifacts.close()
             await runner.cleanup()
+
+
+def leftovers(env: Env) -> list[Path]:
+    """What the workspace holds besides the (empty) artifact cache directory."""
+    cache_dir = env.artifacts.directory if env.artifacts is not None else None
+    found = [p for p in (env.tmp / "workspace").iterdir() if p != cache_dir]
+    if cache_dir is not None and cache_dir.exists():
+        found.extend(cache_dir.iterdir())
+    return found
 
 
 def targz(files: dict[str, bytes | tuple[bytes, str]]) -> bytes:
@@ -116,7 +138,7 @@ async def attempt(env: Env, blob: bytes, *, digest: str | None = None, no_remote
             options=BuildOptions(path=path, allow_remote_bases=not no_remote),
         )
     assert snapshot(env.tmp) == before, "something was written outside the workspace"
-    assert list((env.tmp / "workspace").iterdir()) == []
+    assert leftovers(env) == []
     assert SECRET not in str(err.value)
     return err.value
 

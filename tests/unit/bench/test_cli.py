@@ -30,7 +30,7 @@ def test_repeats() -> None:
 def test_default_plan() -> None:
     p = cli.plan(cli.parse([]))
     assert p == {
-        "scenarios": ["cold", "latency", "big", "failover", "baseline", "requests"],
+        "scenarios": ["cold", "latency", "big", "failover", "baseline", "requests", "monorepo"],
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
         "big_sizes": [1000, 5000],
@@ -39,6 +39,7 @@ def test_default_plan() -> None:
         "baseline_size": 100,
         "requests_size": 100,
         "requests_variants": ["apf", "noapf"],
+        "monorepo_size": 1000,
         "wait": False,
         "controller_flags": scenarios.DEFAULT_FLAGS,
         "quick": False,
@@ -52,6 +53,7 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
     assert p["repeats"] == {20: 1, 100: 1}
     assert p["big_sizes"] == [500]
     assert (p["latency_size"], p["latency_samples"], p["baseline_size"]) == (20, 20, 20)
+    assert p["monorepo_size"] == 50
     assert p["quick"] is True
 
 

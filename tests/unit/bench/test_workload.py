@@ -232,3 +232,15 @@ def test_tracker_keeps_the_first_time_it_saw_a_state() -> None:
     assert tracker.handled_at[("app-0", "tok")] == first_handled
     tracker._observe(ks_obj("app-0", ready="True", applied="r2"))
     assert set(tracker.ready_at) == {("app-0", "r1"), ("app-0", "r2")}
+
+
+def test_monorepo_layout_shares_one_platform_component() -> None:
+    from bench.monorepo import kustomization as mono_ks
+    from bench.monorepo import monorepo_files
+
+    files = monorepo_files(20, changed=3, platform_rev=2)
+    assert sum("../../platform" in text for path, text in files.items() if path.endswith("kustomization.yaml")) == 2
+    assert 'revision: "2"' in files["platform/kustomization.yaml"]
+    assert 'revision: "2"' in files["apps/app-3/app.yaml"] and 'revision: "1"' in files["apps/app-4/app.yaml"]
+    assert mono_ks(7)["spec"]["path"] == "./apps/app-7"
+    assert mono_ks(7)["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "monorepo"}

@@ -1,0 +1,107 @@
+"""Rendered objects by build inputs: a build whose inputs did not change is not run again.
+
+Contract:
+
+- :func:`build_key` is a sha256 over everything that shapes a build's output: the content key of
+  what kustomize can read (:mod:`.reach`), the spec-derived :class:`~.pipeline.BuildOptions`
+  (path, every overlay field, postBuild, commonMetadata, remote bases allowed, strict substitution),
+  the variables ``postBuild`` resolved to, the identity of the decryption keys, the builder's
+  identity (binary, version, file identity) and :data:`PIPELINE_VERSION` (bump it whenever code on
+  this path changes what a build returns). A caller that cannot name one of these does not cache.
+- :class:`BuildCache` keeps, per key, the final objects (pickled: exact types survive — YAML
+  timestamps and binary values included) and their digest; only successful builds are stored. Each
+  :meth:`get` returns fresh objects, so a caller may mutate them (the apply path does).
+- Memory is bounded by ``max_bytes`` of serialised objects, least recently used first out; an entry
+  larger than the bound is not kept. ``max_bytes=0`` disables the cache. Decrypted Secret data is
+  held here like it is held by a reconcile in flight; nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pickle
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from kustomize_controller.kustomize.cache_metrics import CacheMetrics
+
+PIPELINE_VERSION = "1"
+DEFAULT_BUILD_CACHE_MAX_BYTES = 16 << 20
+_ENTRY_OVERHEAD = 256  # the key, the tuple and the dict slot, counted against the bound
+
+
+def build_key(
+    *,
+    content: str,
+    options: Any,
+    builder: str,
+    variables: Mapping[str, str] | None,
+    decryption: str | None,
+) -> str:
+    """The cache key; ``options`` is a (frozen) dataclass, serialised field by field."""
+    material = {
+        "pipeline": PIPELINE_VERSION,
+        "builder": builder,
+        "content": content,
+        "options": dataclasses.asdict(options),
+        "variables": None if variables is None else sorted(variables.items()),
+        "decryption": decryption,
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class BuildCache:
+    """Last successful builds by key (see module docstring); shared by all reconciles."""
+
+    def __init__(self, *, max_bytes: int = DEFAULT_BUILD_CACHE_MAX_BYTES, metrics: CacheMetrics | None = None) -> None:
+        self._max_bytes = max_bytes
+        self._metrics = metrics
+        self._entries: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
+        self._bytes = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._max_bytes > 0
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
+        """``(objects, digest)`` of the build stored under ``key`` (fresh objects), or None."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        self._entries.move_to_end(key)
+        blob, digest = found
+        objects: list[dict[str, Any]] = pickle.loads(blob)  # our own bytes, never external
+        return objects, digest
+
+    def put(self, key: str, objects: list[dict[str, Any]], digest: str) -> None:
+        if not self.enabled:
+            return
+        blob = pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(blob) + _ENTRY_OVERHEAD > self._max_bytes:
+            return
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old[0]) + _ENTRY_OVERHEAD
+        self._entries[key] = (blob, digest)
+        self._bytes += len(blob) + _ENTRY_OVERHEAD
+        while self._bytes > self._max_bytes and self._entries:
+            _, (evicted, _) = self._entries.popitem(last=False)
+            self._bytes -= len(evicted) + _ENTRY_OVERHEAD
+        if self._metrics is not None:
+            self._metrics.set_build_bytes(self._bytes)
+
+    def record(self, result: str) -> None:
+        """Count a lookup: ``hit``, ``miss`` or ``bypass``."""
+        if self._metrics is not None:
+            self._metrics.build(result)

@@ -1,0 +1,124 @@
+"""What one build can read, found on a shared artifact tree without writing to it.
+
+Contract (:func:`reach`, synchronous — run it in a thread):
+
+- Generation runs in memory (:func:`.generate.render_kustomization`) and the confinement walk
+  starts from that generated kustomization, so the result covers everything kustomize, generation
+  and SOPS source decryption can read for this build: every directory the walk visits (with every
+  kustomization file name present in it — two of them are an error kustomize must still see), every
+  local path an entry resolves to (files; directories that are not kustomizations are taken whole;
+  missing paths are recorded as missing), and, for a generated kustomization, the manifests it
+  lists. Escapes raise the same :class:`ConfinementError`/:class:`GenerateError` as a build would.
+- :attr:`Reach.content_key` is a sha256 over all of it: relative paths, file contents, directory
+  markers, missing markers and the generated kustomization text. Same key ⇒ kustomize reads the
+  same bytes. Remote references are listed in :attr:`Reach.remote` (their content is not ours to
+  key: such builds are never cached).
+- :func:`materialise` copies (never links: generation rewrites the kustomization file and SOPS
+  decrypts files in place) exactly that set into a build's empty view, under the same relative
+  paths, so the build behaves as it would on a full private extraction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kustomize_controller.kustomize.confine import check_confinement
+from kustomize_controller.kustomize.generate import Overlay, render_kustomization
+from kustomize_controller.kustomize.paths import KUSTOMIZATION_FILE_NAMES
+
+_CHUNK = 1 << 16
+
+
+@dataclass(slots=True)
+class Reach:
+    files: list[str] = field(default_factory=list)  # relative paths of regular files to copy
+    dirs: list[str] = field(default_factory=list)  # relative directories to create
+    trees: list[str] = field(default_factory=list)  # referenced non-kustomization dirs, copied whole
+    remote: list[str] = field(default_factory=list)
+    content_key: str = ""
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tree_entries(root: str, top: str) -> list[tuple[str, str]]:
+    """``(relative path, 'd' | file digest)`` for everything below ``top``, sorted."""
+    out: list[tuple[str, str]] = []
+    for dirpath, dirs, files in os.walk(top):
+        dirs.sort()
+        for d in dirs:
+            out.append((os.path.relpath(os.path.join(dirpath, d), root), "d"))
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            if os.path.isfile(full):
+                out.append((os.path.relpath(full, root), _file_digest(full)))
+    return out
+
+
+def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) -> Reach:
+    """Everything a build of ``directory`` with ``overlay`` can read below ``root`` (read-only)."""
+    real_root = os.path.realpath(root)
+    kfile, kus, generated = render_kustomization(root, directory, overlay)
+    report = check_confinement(root, directory, allow_remote=allow_remote, top=(kfile, kus))
+    h = hashlib.sha256()
+    h.update(b"generated\0" + generated.encode() + b"\0")
+    out = Reach(remote=list(report.remote_references))
+    files: set[str] = set()
+    visited = {str(d) for d in report.directories}
+
+    for d in sorted(visited):
+        rel = os.path.relpath(d, real_root)
+        out.dirs.append(rel)
+        for name in KUSTOMIZATION_FILE_NAMES:
+            candidate = os.path.join(d, name)
+            if os.path.isfile(candidate):
+                files.add(os.path.relpath(candidate, real_root))
+            elif os.path.isdir(candidate):
+                out.dirs.append(os.path.relpath(candidate, real_root))
+
+    entries: list[tuple[str, str]] = []
+    for path in sorted(str(p) for p in report.paths):
+        rel = os.path.relpath(path, real_root)
+        if os.path.isfile(path):
+            files.add(rel)
+        elif os.path.isdir(path):
+            if path not in visited:
+                out.trees.append(rel)
+                entries.extend(_tree_entries(real_root, path))
+            entries.append((rel, "d"))
+        else:
+            entries.append((rel, "missing"))
+
+    out.files = sorted(files)
+    for rel in out.files:
+        entries.append((rel, _file_digest(os.path.join(real_root, rel))))
+    for rel in out.dirs:
+        entries.append((rel, "d"))
+    for ref in sorted(out.remote):
+        entries.append((ref, "remote"))
+    for rel, marker in sorted(set(entries)):
+        h.update(rel.encode() + b"\0" + marker.encode() + b"\n")
+    out.content_key = h.hexdigest()
+    return out
+
+
+def materialise(found: Reach, source: Path, view: Path) -> None:
+    """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``."""
+    view.mkdir(parents=True, exist_ok=True)
+    for rel in found.dirs:
+        (view / rel).mkdir(parents=True, exist_ok=True)
+    for rel in found.trees:
+        shutil.copytree(source / rel, view / rel, dirs_exist_ok=True)
+    for rel in found.files:
+        target = view / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / rel, target)

@@ -1,0 +1,158 @@
+"""The build cache's store and key, the reach of a build, and the cases that must bypass the cache."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kustomize_controller.kustomize.build_cache import BuildCache, build_key
+from kustomize_controller.kustomize.cache_metrics import CacheMetrics
+from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.generate import Overlay
+from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
+from kustomize_controller.kustomize.reach import materialise, reach
+from kustomize_controller.kustomize.sops.decryptor import SopsDecryptor
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"
+
+
+def objects(n: int) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm{i}"}, "data": {"k": "x" * 100}}
+            for i in range(n)]
+
+
+def test_get_returns_fresh_objects_and_exact_types() -> None:
+    import datetime
+
+    cache = BuildCache()
+    objs = [{"kind": "X", "when": datetime.date(2024, 1, 1), "raw": b"\x00"}]
+    cache.put("k", objs, "sha256:d")
+    got = cache.get("k")
+    assert got is not None and got == (objs, "sha256:d")
+    got[0][0]["kind"] = "changed"
+    again = cache.get("k")
+    assert again is not None and again[0][0]["kind"] == "X"
+    assert cache.get("other") is None
+
+
+def test_memory_bound_evicts_least_recently_used() -> None:
+    registry = CollectorRegistry()
+    entry = len(pickle.dumps(objects(2), protocol=pickle.HIGHEST_PROTOCOL)) + 256  # blob + per-entry overhead
+    cache = BuildCache(max_bytes=2 * entry + entry // 2, metrics=CacheMetrics(registry))
+    cache.put("a", objects(2), "a")
+    cache.put("b", objects(2), "b")
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.put("c", objects(2), "c")
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    assert cache.bytes == 2 * entry
+    assert registry.get_sample_value("kustomize_controller_build_cache_bytes") == cache.bytes
+    cache.put("huge", objects(100), "h")  # larger than the bound: not kept, nothing else lost
+    assert cache.get("huge") is None and len(cache) == 2
+
+
+def test_zero_bound_disables() -> None:
+    cache = BuildCache(max_bytes=0)
+    cache.put("a", objects(1), "a")
+    assert not cache.enabled and cache.get("a") is None
+
+
+def test_every_key_input_matters() -> None:
+    base: dict[str, Any] = {
+        "content": "c", "options": BuildOptions(path="p"), "builder": "b", "variables": {"A": "1"},
+        "decryption": "none",
+    }
+    variants: list[dict[str, Any]] = [
+        {"content": "c2"}, {"options": BuildOptions(path="p2")}, {"builder": "b2"}, {"variables": {"A": "2"}},
+        {"variables": None}, {"decryption": "key"},
+        {"options": BuildOptions(path="p", overlay=Overlay(name_prefix="x-"))},
+        {"options": BuildOptions(path="p", allow_remote_bases=False)},
+        {"options": BuildOptions(path="p", strict_substitution=False)},
+    ]
+    keys = {build_key(**base)} | {build_key(**{**base, **v}) for v in variants}
+    assert len(keys) == len(variants) + 1
+    assert build_key(**base) == build_key(**base)
+
+
+def test_sops_key_identity_follows_the_key_material() -> None:
+    one = SopsDecryptor.from_secret_data({"a.txt": b"1"}).cache_identity
+    assert one == SopsDecryptor.from_secret_data({"a.txt": b"1"}).cache_identity
+    assert one != SopsDecryptor.from_secret_data({"a.txt": b"2"}).cache_identity
+    assert one != SopsDecryptor.from_secret_data({"a.txt": b"1"}, global_age_keys={"g.txt": b"1"}).cache_identity
+    assert one is not None and len(one.split(":")[0]) == 64  # a sha256 of the material, never the keys
+
+
+def test_reach_lists_what_a_build_reads_and_the_view_holds_only_that(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for rel, text in {
+        "app/kustomization.yaml": "resources: [../base, cm.yaml]\nconfigMapGenerator:\n- name: g\n  files: [d.txt]\n",
+        "app/kustomization.yml": "# a second kustomization file: kustomize must still see it\n",
+        "app/cm.yaml": CM,
+        "app/d.txt": "d",
+        "app/unused.yaml": CM,
+        "base/kustomization.yaml": "resources: [cm.yaml]\n",
+        "base/cm.yaml": CM,
+        "other/cm.yaml": CM,
+    }.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    found = reach(src, src / "app", Overlay(), allow_remote=False)
+    assert set(found.files) == {
+        "app/kustomization.yaml", "app/kustomization.yml", "app/cm.yaml", "app/d.txt",
+        "base/kustomization.yaml", "base/cm.yaml",
+    }
+    view = tmp_path / "view"
+    materialise(found, src, view)
+    assert sorted(str(p.relative_to(view)) for p in view.rglob("*") if p.is_file()) == sorted(found.files)
+    (src / "app" / "unused.yaml").write_text("changed")
+    assert reach(src, src / "app", Overlay(), allow_remote=False).content_key == found.content_key
+    (src / "app" / "d.txt").write_text("changed")
+    assert reach(src, src / "app", Overlay(), allow_remote=False).content_key != found.content_key
+
+
+class IdentifiedBuilder:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def cache_identity(self) -> str:
+        return "scripted"
+
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+        self.runs += 1
+        return CM.encode()
+
+
+async def test_remote_bases_bypass_the_cache(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "app").mkdir(parents=True)
+    (src / "app" / "kustomization.yaml").write_text("resources:\n- https://example.com/base?ref=v1\n")
+    found = reach(src, src / "app", Overlay(), allow_remote=True)
+    assert found.remote == ["https://example.com/base?ref=v1"]
+    registry = CollectorRegistry()
+    builder = IdentifiedBuilder()
+    pipeline = BuildPipeline(builder=builder, workspace=Workspace(tmp_path / "ws"),
+                             builds=BuildCache(metrics=CacheMetrics(registry)))
+    for _ in range(2):
+        async with pipeline.local_checkout(src, path="app") as co:
+            result = await pipeline.build(co, BuildOptions(path="app"))
+        assert not result.reused
+    assert builder.runs == 2
+    assert registry.get_sample_value("kustomize_controller_build_cache_requests_total", {"result": "bypass"}) == 2
+
+
+async def test_local_builds_are_cached_by_content(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "app").mkdir(parents=True)
+    (src / "app" / "cm.yaml").write_text(CM)
+    builder = IdentifiedBuilder()
+    pipeline = BuildPipeline(builder=builder, workspace=Workspace(tmp_path / "ws"), builds=BuildCache())
+    for _ in range(2):
+        async with pipeline.local_checkout(src, path="app") as co:
+            await pipeline.build(co, BuildOptions(path="app"))
+    assert builder.runs == 1
+    (src / "app" / "cm.yaml").write_text(CM + "data: {a: b}\n")
+    async with pipeline.local_checkout(src, path="app") as co:
+        assert not (await pipeline.build(co, BuildOptions(path="app"))).reused
+    assert builder.runs == 2
