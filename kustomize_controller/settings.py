@@ -135,6 +135,10 @@ class Settings:
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
     runtime_namespace: str = ""
+    # Conversion webhook of the old Kustomization versions (issue 18; ":9443" as controller-runtime's).
+    webhook_addr: str = ":9443"
+    webhook_url: str = ""
+    webhook_cert_dir: str = ""
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
         """``--custom-apply-stage-kinds`` as (group, kind) pairs; ``Kind`` alone means the core group."""
@@ -286,6 +290,14 @@ FLAGS: tuple[_Flag, ...] = (
           "Path of the kustomize (or kubectl) binary used for builds (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
+    _Flag("webhook-addr", "webhook_addr", "str",
+          "The address the conversion webhook (old Kustomization versions) binds to; '0' disables it (ours)."),
+    _Flag("webhook-url", "webhook_url", "str",
+          "The URL the API server calls the conversion webhook at, when it cannot use the CRD's Service "
+          "(out of cluster); 'auto' is https://<bound address>/convert (ours)."),
+    _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
+          "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
+          "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
