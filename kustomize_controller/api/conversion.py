@@ -273,11 +273,13 @@ def _strategic_patch(patch: Any, index: int, ref: str) -> dict[str, Any]:
             f"{ref}: spec.patchesStrategicMerge[{index}]: must be an object (a strategic merge patch); "
             f"{GROUP}/{HUB} replaced patchesStrategicMerge with spec.patches")
     # a patch without target: kustomize finds the object by the patch's own apiVersion, kind and name
-    return {"patch": json.dumps(patch, separators=(",", ":"))}
+    # sorted keys: the same patch must give the same string after its trip through the origin record
+    return {"patch": json.dumps(patch, sort_keys=True, separators=(",", ":"))}
 
 
 def _json6902_patch(patch: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"patch": json.dumps((patch or {}).get("patch") or [], separators=(",", ":"))}
+    operations = (patch or {}).get("patch") or []
+    out: dict[str, Any] = {"patch": json.dumps(operations, sort_keys=True, separators=(",", ":"))}
     if isinstance(patch, dict) and patch.get("target") is not None:
         out["target"] = copy.deepcopy(patch["target"])
     return out

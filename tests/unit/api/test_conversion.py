@@ -111,9 +111,10 @@ def test_v1beta2_validation_is_kept_out_of_v1_and_comes_back() -> None:
     assert to_hub(alpha) == none
 
 
-STRATEGIC = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 2}}
+# keys deliberately out of order: the patch strings must survive the JSON of the origin record
+STRATEGIC = {"kind": "Deployment", "apiVersion": "apps/v1", "spec": {"replicas": 2}, "metadata": {"name": "web"}}
 JSON6902 = {"target": {"group": "apps", "version": "v1", "kind": "Deployment", "name": "web"},
-            "patch": [{"op": "add", "path": "/metadata/labels/x", "value": "y"}]}
+            "patch": [{"path": "/metadata/labels/x", "op": "add", "value": "y"}]}
 PLAIN = {"patch": "- op: remove\n  path: /spec/replicas", "target": {"kind": "Deployment"}}
 
 
@@ -130,6 +131,12 @@ def test_old_patch_lists_become_patches_in_kustomize_order(version: str) -> None
     assert "patchesStrategicMerge" not in hub["spec"] and "patchesJson6902" not in hub["spec"]
     parse_kustomization_strict(hub)
     assert from_hub(hub, version) == old
+
+
+def test_patch_lists_come_back_after_the_records_trip_through_json() -> None:
+    old = _obj("v1beta2", {**BASE, "patchesStrategicMerge": [STRATEGIC], "patchesJson6902": [JSON6902]})
+    hub = json.loads(json.dumps(to_hub(old), sort_keys=True))  # as stored and read back
+    assert from_hub(hub, "v1beta2") == old
 
 
 def test_a_v1_edit_of_converted_patches_shows_them_all_as_patches() -> None:
