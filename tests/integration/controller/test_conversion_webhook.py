@@ -123,3 +123,20 @@ async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_crd
     assert after["spec"].get("conversion") == before["spec"].get("conversion")
     with pytest.raises(NotFoundError):
         await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
+
+
+async def test_replicas_racing_for_the_certificate_serve_the_same_ca(env: ControllerEnv) -> None:
+    from kustomize_controller.conversion.secret import ensure_certificate
+    from kustomize_controller.runtime.clock import RealClock
+
+    now = RealClock().now()
+    results = await asyncio.gather(*(
+        ensure_certificate(env.client, namespace=env.namespace, name="race", hosts=[host], now=now)
+        for host in ("a.example.svc", "b.example.svc", "a.example.svc")))
+    stored = await env.client.get("v1", "Secret", "race", env.namespace)
+    bundle = base64.b64decode(stored["data"]["ca.crt"])
+    # whoever lost a write read the winner's Secret again: one CA for everybody
+    assert {r.ca_bundle for r in results} == {bundle}
+    again = await ensure_certificate(env.client, namespace=env.namespace, name="race",
+                                     hosts=["a.example.svc", "b.example.svc"], now=now)
+    assert again.ca_bundle == bundle
