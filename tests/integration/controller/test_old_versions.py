@@ -188,6 +188,16 @@ async def test_seed_applies_unchanged_and_gets_ready(env: ControllerEnv, seed: s
             assert stored["spec"]["serviceAccountName"] == "webapp-reconciler"
         if seed == "v1beta2-validation-client.yaml":
             assert "validation" not in stored["spec"]
+    # applying the same file again changes nothing (the conversion is stable: no spurious diff)
+    generations = {d["metadata"]["name"]: (await env.client.get(f"{GROUP}/v1", "Kustomization", d["metadata"]["name"],
+                                                                d["metadata"].get("namespace", namespace))
+                                           )["metadata"]["generation"] for d in documents(path)}
+    again = await apply_file(env, path, namespace)
+    assert "configured" not in again, again
+    for doc in documents(path):
+        stored = await env.client.get(f"{GROUP}/v1", "Kustomization", doc["metadata"]["name"],
+                                      doc["metadata"].get("namespace", namespace))
+        assert stored["metadata"]["generation"] == generations[doc["metadata"]["name"]]
 
 
 async def test_patches_strategic_merge_reach_the_cluster_and_the_v1beta2_view(env: ControllerEnv) -> None:
