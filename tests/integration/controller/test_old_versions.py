@@ -264,3 +264,19 @@ async def test_with_the_controller_down_v1_works_and_old_versions_fail(env: Cont
     await webhook_config(env, not_url=config["url"])
     seen = await env.client.get(f"{GROUP}/v1beta2", "Kustomization", "app", env.namespace)
     assert seen["spec"]["suspend"] is True
+
+
+async def test_server_side_apply_through_an_old_version(env: ControllerEnv) -> None:
+    env.cluster.require_server()
+    await start_with_webhook(env)
+    ns = env.namespace
+    await publish(env, namespace=ns, name="webapp", files={"webapp/common/cm.yaml": config_map("common", ns)})
+    path = SEEDS / "v1alpha1-depends-on.yaml"
+    kubeconfig = _kubeconfig_for(Path(env.cluster.kubeconfig_path), ns)
+    await run_kubectl(env, f"--kubeconfig={kubeconfig}", "apply", "--server-side", "-f", str(path))
+    await run_kubectl(env, "-n", ns, "wait", f"kustomizations.v1alpha1.{GROUP}/common", "--for=condition=ready",
+                      "--timeout=60s")
+    _, out, _ = await run_kubectl(env, "-n", ns, "get", f"kustomizations.v1alpha1.{GROUP}/backend", "-o", "json")
+    assert json.loads(out)["spec"]["dependsOn"] == [{"name": "common"}]
+    _, out, _ = await run_kubectl(env, f"--kubeconfig={kubeconfig}", "apply", "--server-side", "-f", str(path))
+    assert "serverside-applied" in out
