@@ -11,8 +11,11 @@ Contract:
   otherwise ensures the shared certificate Secret (``secret.py``: created, rotated), serves its
   certificate and points the CRD's conversion at us (``crd.py``: ``caBundle``; ``url`` when
   ``--webhook-url`` is set, ``auto`` meaning the address we are bound to).
-- A refresh that fails (no CRD yet, RBAC missing, API server away) is logged and retried at the next
-  one; the server keeps serving the last good certificate. ``ready`` is set after the first good one.
+- A refresh that fails (no CRD yet, RBAC missing, API server away) is logged (once per distinct error)
+  and retried at the next one; the server keeps serving the last good certificate. ``ready`` is set
+  after the first good one.
+- With a CRD that serves ``v1`` alone (upstream's), there is nothing to convert: no Secret is written
+  and the CRD is left alone, so upstream's manifests and RBAC keep working unchanged.
 - A new certificate takes effect for new connections without restarting the server.
 - Stopping (cancel) closes the listener and removes the key files written to a private temp directory.
 
@@ -72,6 +75,7 @@ class ConversionWebhook:
         self._context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._loaded: bytes = b""
         self._dir: Path | None = None
+        self._last_error = ""
         self.url = ""  # where the API server is told to call (set once bound)
         self.ready = asyncio.Event()
 
@@ -104,8 +108,13 @@ class ConversionWebhook:
         try:
             await self.refresh()
         except (KubeError, OSError, ValueError, RuntimeError) as err:
-            _log.error("conversion webhook: refresh failed, retrying later", error=str(err))
+            if str(err) != self._last_error:  # every minute the same error would drown the log
+                _log.error("conversion webhook: refresh failed, retrying every minute", error=str(err))
+            self._last_error = str(err)
         else:
+            if self._last_error:
+                _log.info("conversion webhook: refresh succeeded again")
+            self._last_error = ""
             self.ready.set()
 
     async def refresh(self) -> None:
@@ -118,6 +127,8 @@ class ConversionWebhook:
                 crd = await get_crd(self._client)
             except NotFoundError as err:
                 raise RuntimeError("the Kustomization CRD is not installed (yet)") from err
+            if len(crd.get("spec", {}).get("versions") or []) < 2:
+                return  # v1 only: nothing will ever be converted
             hosts = service_hosts(crd)
             if self.url:
                 hosts.append(_host_of(self.url))

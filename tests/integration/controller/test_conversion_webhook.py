@@ -140,3 +140,27 @@ async def test_replicas_racing_for_the_certificate_serve_the_same_ca(env: Contro
     again = await ensure_certificate(env.client, namespace=env.namespace, name="race",
                                      hosts=["a.example.svc", "b.example.svc"], now=now)
     assert again.ca_bundle == bundle
+
+
+async def test_with_upstreams_v1_only_crd_nothing_is_written(env: ControllerEnv) -> None:
+    """A drop-in on upstream's CRD and RBAC: no conversion needed, so no Secret and no CRD change."""
+    server = env.cluster.require_server()
+    crd = await env.client.get(*CRD)
+    crd["spec"]["versions"] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    crd["spec"].pop("conversion", None)
+    before = await env.client.update(crd)
+    server.requests.clear()
+    await env.start(webhook_addr="127.0.0.1:0", webhook_url="auto")
+    # the webhook's first refresh starts by reading the CRD (nothing else of the controller does)
+    for _ in range(300):
+        if server.requests.select(verb="get", resource="customresourcedefinitions"):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the webhook never read the CRD")
+    await asyncio.sleep(0.5)  # the rest of that refresh (a Secret read and write would follow at once)
+    assert not server.requests.select(resource="secrets", namespace=env.namespace)
+    after = await env.client.get(*CRD)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    with pytest.raises(NotFoundError):
+        await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
