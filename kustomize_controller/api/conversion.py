@@ -248,9 +248,14 @@ def _restore_patch_lists(out: dict[str, Any], origin: dict[str, Any]) -> None:
             out[key] = []
     if not strategic and not json6902:
         return
+    if not isinstance(strategic or [], list) or not isinstance(json6902 or [], list):
+        return  # a hand-edited record is ignored rather than trusted
     strategic, json6902 = strategic or [], json6902 or []
     patches = out.get("patches") or []
-    head = [_strategic_patch(patch, index, "") for index, patch in enumerate(strategic)]
+    try:
+        head = [_strategic_patch(patch, index, "") for index, patch in enumerate(strategic)]
+    except ConversionRefused:
+        return
     tail = [_json6902_patch(patch) for patch in json6902]
     plain = len(patches) - len(head) - len(tail)
     if (plain != origin.get("patches") or patches[:len(head)] != head
@@ -278,7 +283,7 @@ def _strategic_patch(patch: Any, index: int, ref: str) -> dict[str, Any]:
 
 
 def _json6902_patch(patch: Any) -> dict[str, Any]:
-    operations = (patch or {}).get("patch") or []
+    operations = (patch.get("patch") if isinstance(patch, dict) else None) or []
     out: dict[str, Any] = {"patch": json.dumps(operations, sort_keys=True, separators=(",", ":"))}
     if isinstance(patch, dict) and patch.get("target") is not None:
         out["target"] = copy.deepcopy(patch["target"])

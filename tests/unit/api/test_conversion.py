@@ -288,3 +288,12 @@ def test_a_hand_edited_record_is_ignored() -> None:
     hub = to_hub(view)
     assert "annotations" not in hub["metadata"] or V1_FIELDS_ANNOTATION not in hub["metadata"]["annotations"]
     assert hub["spec"] == BASE
+
+
+def test_a_hand_edited_origin_record_never_breaks_a_read() -> None:
+    hub = to_hub(_obj("v1beta2", {**BASE, "patchesStrategicMerge": [STRATEGIC]}))
+    for record in ('{"patchesStrategicMerge": [42], "patches": 0}', '{"patchesStrategicMerge": "x"}', "[]",
+                   '{"patchesJson6902": ["x", 1], "patches": 1}'):
+        hub["metadata"]["annotations"][ORIGIN_ANNOTATION] = record
+        view = from_hub(hub, "v1beta2")
+        assert view["spec"]["patches"] == hub["spec"]["patches"]  # shown plainly, nothing lost
