@@ -10,7 +10,8 @@ Contract:
   renews them there; its CA injector fills the CRD's ``caBundle``) and touches nothing in the cluster;
   otherwise ensures the shared certificate Secret (``secret.py``: created, rotated), serves its
   certificate and points the CRD's conversion at us (``crd.py``: ``caBundle``; ``url`` when
-  ``--webhook-url`` is set, ``auto`` meaning the address we are bound to).
+  ``--webhook-url`` is set, ``auto`` meaning the address we are bound to — written by the leader
+  only, while every replica serves).
 - A refresh that fails (no CRD yet, RBAC missing, API server away) is logged (once per distinct error)
   and retried at the next one; the server keeps serving the last good certificate. ``ready`` is set
   after the first good one.
@@ -31,6 +32,7 @@ import json
 import shutil
 import ssl
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,10 +69,14 @@ class WebhookOptions:
 
 
 class ConversionWebhook:
-    def __init__(self, *, client: KubeClient, clock: Clock, options: WebhookOptions) -> None:
+    def __init__(self, *, client: KubeClient, clock: Clock, options: WebhookOptions,
+                 leading: Callable[[], bool] = lambda: True) -> None:
         self._client = client
         self._clock = clock
         self._options = options
+        # with --webhook-url, only the leader points the CRD at itself: two replicas with different
+        # URLs would otherwise take the CRD from each other every minute
+        self._leading = leading
         self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._loaded: bytes = b""
@@ -135,8 +141,9 @@ class ConversionWebhook:
             bundle = await ensure_certificate(self._client, namespace=self._options.namespace,
                                               name=self._options.secret_name, hosts=hosts, now=self._clock.now())
             self._load(bundle.cert, bundle.key)
+            url = self.url if self._leading() else ""
             try:
-                if await ensure_crd(self._client, crd=crd, ca_bundle=bundle.ca_bundle, url=self.url):
+                if await ensure_crd(self._client, crd=crd, ca_bundle=bundle.ca_bundle, url=url):
                     _log.info("conversion webhook: CRD conversion updated", url=self.url or None)
                 return
             except ConflictError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import ssl
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.settings import replace
 from tests.integration.controller.conftest import ControllerEnv
 
 pytestmark = pytest.mark.integration
@@ -164,3 +166,40 @@ async def test_with_upstreams_v1_only_crd_nothing_is_written(env: ControllerEnv)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     with pytest.raises(NotFoundError):
         await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: ControllerEnv) -> None:
+    from tests.integration.controller.test_leader_election import Instance
+
+    env.cluster.require_server()
+    leader_port, standby_port = _free_port(), _free_port()
+    base = replace(env.settings, enable_leader_election=True, webhook_url="auto")
+    leader = Instance(replace(base, webhook_addr=f"127.0.0.1:{leader_port}"))
+    standby = Instance(replace(base, webhook_addr=f"127.0.0.1:{standby_port}"))
+    leader.start()
+    try:
+        await leader.wait_leader()
+        config = await webhook_config(env)
+        assert config["url"] == f"https://127.0.0.1:{leader_port}/convert"
+        standby.start()
+        standby_config = {**config, "url": f"https://127.0.0.1:{standby_port}/convert"}
+        body = review_request([], "kustomize.toolkit.fluxcd.io/v1")
+        for _ in range(300):  # the standby serves (its first refresh loaded the shared certificate)
+            with contextlib.suppress(aiohttp.ClientError):
+                status, _ = await post_review(standby_config, body)
+                if status == 200:
+                    break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the standby's webhook never answered")
+        await asyncio.sleep(0.5)  # the rest of that refresh: it would have patched the CRD by now
+        assert (await webhook_config(env))["url"] == config["url"]
+    finally:
+        await standby.stop()
+        await leader.stop()
