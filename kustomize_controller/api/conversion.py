@@ -161,8 +161,9 @@ def _up_spec(spec: dict[str, Any], version: str, *, ref: str, namespace: str
     json6902 = spec.get("patchesJson6902") or []
     if strategic or json6902:
         plain = spec.get("patches") or []
+        target_namespace = spec.get("targetNamespace")
         out["patches"] = ([_strategic_patch(patch, index, ref) for index, patch in enumerate(strategic)]
-                          + copy.deepcopy(plain) + [_json6902_patch(patch) for patch in json6902])
+                          + copy.deepcopy(plain) + [_json6902_patch(patch, target_namespace) for patch in json6902])
         origin["patches"] = len(plain)
         if strategic:
             origin["patchesStrategicMerge"] = strategic
@@ -256,7 +257,7 @@ def _restore_patch_lists(out: dict[str, Any], origin: dict[str, Any]) -> None:
         head = [_strategic_patch(patch, index, "") for index, patch in enumerate(strategic)]
     except ConversionRefused:
         return
-    tail = [_json6902_patch(patch) for patch in json6902]
+    tail = [_json6902_patch(patch, out.get("targetNamespace")) for patch in json6902]
     plain = len(patches) - len(head) - len(tail)
     if (plain != origin.get("patches") or patches[:len(head)] != head
             or patches[len(patches) - len(tail):] != tail):
@@ -282,11 +283,17 @@ def _strategic_patch(patch: Any, index: int, ref: str) -> dict[str, Any]:
     return {"patch": json.dumps(patch, sort_keys=True, separators=(",", ":"))}
 
 
-def _json6902_patch(patch: Any) -> dict[str, Any]:
+def _json6902_patch(patch: Any, target_namespace: Any) -> dict[str, Any]:
     operations = (patch.get("patch") if isinstance(patch, dict) else None) or []
     out: dict[str, Any] = {"patch": json.dumps(operations, sort_keys=True, separators=(",", ":"))}
-    if isinstance(patch, dict) and patch.get("target") is not None:
-        out["target"] = copy.deepcopy(patch["target"])
+    if isinstance(patch, dict) and isinstance(patch.get("target"), dict):
+        target = copy.deepcopy(patch["target"])
+        # kustomize ran patchesJson6902 after the namespace transformer and `patches` before it: a
+        # target in the targetNamespace meant "wherever it came from", since every namespaced object
+        # ends up there
+        if target_namespace and target.get("namespace") == target_namespace:
+            del target["namespace"]
+        out["target"] = target
     return out
 
 

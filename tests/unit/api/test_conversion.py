@@ -297,3 +297,14 @@ def test_a_hand_edited_origin_record_never_breaks_a_read() -> None:
         hub["metadata"]["annotations"][ORIGIN_ANNOTATION] = record
         view = from_hub(hub, "v1beta2")
         assert view["spec"]["patches"] == hub["spec"]["patches"]  # shown plainly, nothing lost
+
+
+def test_a_json6902_target_in_the_target_namespace_matches_wherever_the_object_came_from() -> None:
+    # kustomize ran patchesJson6902 after the namespace transformer, `patches` before it
+    moved = {**JSON6902, "target": {**JSON6902["target"], "namespace": "prod"}}
+    other = {**JSON6902, "target": {**JSON6902["target"], "namespace": "elsewhere"}}
+    old = _obj("v1beta2", {**BASE, "targetNamespace": "prod", "patchesJson6902": [moved, other]})
+    hub = to_hub(old)
+    assert "namespace" not in hub["spec"]["patches"][0]["target"]
+    assert hub["spec"]["patches"][1]["target"]["namespace"] == "elsewhere"
+    assert from_hub(hub, "v1beta2") == old
