@@ -211,7 +211,10 @@ async def test_patches_strategic_merge_reach_the_cluster_and_the_v1beta2_view(en
                     "sourceRef": {"kind": "GitRepository", "name": "repo"},
                     "patchesStrategicMerge": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"},
                                                "data": {"patched": "yes"}}],
-                    "patchesJson6902": [{"target": {"version": "v1", "kind": "ConfigMap", "name": "app"},
+                    # the target names the targetNamespace: kustomize ran patchesJson6902 after moving
+                    # objects there, so it matched the ConfigMap (which the artifact has without namespace)
+                    "patchesJson6902": [{"target": {"version": "v1", "kind": "ConfigMap", "name": "app",
+                                                    "namespace": env.namespace},
                                          "patch": [{"op": "add", "path": "/data/json", "value": "6902"}]}]}}
     await env.client.create(doc)
     await env.wait_ready("app")
