@@ -76,3 +76,19 @@ def test_a_crd_serving_v1_alone_is_left_alone() -> None:
     crd = build_crd()
     crd["spec"]["versions"] = crd["spec"]["versions"][:1]
     assert conversion_patch(crd, ca_bundle=b"PEM", url="https://x") is None
+
+
+@pytest.mark.parametrize(("url", "host"), [
+    ("https://127.0.0.1:9443/convert", "127.0.0.1"),
+    ("https://[::1]:9443/convert", "::1"),
+    ("https://webhook.example.com/convert", "webhook.example.com"),
+    ("https://172.18.0.1:30443", "172.18.0.1"),
+])
+def test_the_url_host_goes_into_the_certificate(url: str, host: str) -> None:
+    from kustomize_controller.conversion.webhook import _host_of
+
+    assert _host_of(url) == host
+
+
+def test_default_url_brackets_ipv6() -> None:
+    assert default_url("::1", 9443) == "https://[::1]:9443/convert"
