@@ -240,7 +240,7 @@ class ControllerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
-            "--log-level", "error", *self.flags,
+            "--webhook-addr", "127.0.0.1:0", "--log-level", "error", *self.flags,
             stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_die_with_parent,
         )
         log.close()

@@ -149,6 +149,14 @@ def controller_command() -> list[str]:
     return shlex.split(custom) if custom else [sys.executable, "-m", "kustomize_controller"]
 
 
+def webhook_args(port: int) -> list[str]:
+    """``--webhook-addr``/``--webhook-url`` for a controller on this machine (see README: old versions)."""
+    host = os.environ.get("E2E_WEBHOOK_HOST", "127.0.0.1")
+    shown = f"[{host}]" if ":" in host else host
+    bind = "0.0.0.0" if host != "127.0.0.1" else host
+    return [f"--webhook-addr={bind}:{port}", f"--webhook-url=https://{shown}:{port}/convert"]
+
+
 @dataclass
 class ControllerProcess:
     """One controller process: started with ``start()``, stopped with SIGTERM by ``stop()``.
@@ -162,6 +170,7 @@ class ControllerProcess:
     extra_args: Sequence[str] = ()
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
+    webhook_port: int = field(default_factory=free_port)
     exit_code: int | None = None
     _proc: asyncio.subprocess.Process | None = None
 
@@ -179,6 +188,9 @@ class ControllerProcess:
             f"--kubeconfig={self.kubeconfig}",
             f"--metrics-addr=127.0.0.1:{self.metrics_port}",
             f"--health-addr=127.0.0.1:{self.health_port}",
+            # the conversion webhook of the old Kustomization versions, where the cluster's API server
+            # can reach it (E2E_WEBHOOK_HOST: an address of this machine, e.g. kind's docker gateway)
+            *webhook_args(self.webhook_port),
             "--log-encoding=json",
             "--log-level=debug",
             *self.extra_args,

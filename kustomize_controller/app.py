@@ -32,6 +32,7 @@ from kustomize_controller.api.kustomization import API_VERSION, KIND
 from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
 from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind
 from kustomize_controller.apply.staging import parse_group_kind_set
+from kustomize_controller.conversion.webhook import ConversionWebhook, WebhookOptions
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_config
 from kustomize_controller.kube.errors import NotFoundError
@@ -183,6 +184,7 @@ async def run_controller(
             metrics_addr=settings.metrics_addr, health_addr=settings.health_addr, leader_election=leader
         ),
     )
+    _add_conversion_webhook(manager, client, clock, settings, runtime_namespace)
     watch_namespace = None if settings.watch_all_namespaces else runtime_namespace
     kustomizations = manager.informer(
         API_VERSION, KIND, namespace=watch_namespace, label_selector=settings.watch_label_selector or None
@@ -287,6 +289,19 @@ async def run_controller(
         finally:
             await artifacts.close()
             await client.close()
+
+
+def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, settings: Settings,
+                            runtime_namespace: str) -> ConversionWebhook | None:
+    """The conversion webhook of the old Kustomization versions, on every replica (no leadership)."""
+    if settings.webhook_addr in ("", "0"):
+        return None
+    webhook = ConversionWebhook(client=client, clock=clock, options=WebhookOptions(
+        addr=settings.webhook_addr, url=settings.webhook_url, cert_dir=settings.webhook_cert_dir,
+        namespace=runtime_namespace),
+        leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
+    manager.add_runnable("conversion-webhook", webhook.run)
+    return webhook
 
 
 def _wire_watches(

@@ -107,6 +107,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
                 kubeconfig=server.kubeconfig_path,
                 metrics_addr="127.0.0.1:0",
                 health_addr="127.0.0.1:0",
+                # old-version Kustomizations (kubectl apply of a v1beta2 file) convert through us
+                webhook_addr="127.0.0.1:0",
+                webhook_url="auto",
                 runtime_namespace=namespace,
                 log_level="error",
                 requeue_dependency=Settings().requeue_dependency,

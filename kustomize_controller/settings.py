@@ -138,6 +138,10 @@ class Settings:
     build_cache_max_size: int = 16 * 1024 * 1024
     runtime_namespace: str = ""
     progress_status_delay: timedelta = timedelta(seconds=2)
+    # Conversion webhook of the old Kustomization versions (issue 18; ":9443" as controller-runtime's).
+    webhook_addr: str = ":9443"
+    webhook_url: str = ""
+    webhook_cert_dir: str = ""
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
         """``--custom-apply-stage-kinds`` as (group, kind) pairs; ``Kind`` alone means the core group."""
@@ -296,6 +300,14 @@ FLAGS: tuple[_Flag, ...] = (
           "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
     _Flag("build-cache-max-size", "build_cache_max_size", "int",
           "The bytes of rendered build outputs kept in memory for reuse; 0 disables the build cache (ours)."),
+    _Flag("webhook-addr", "webhook_addr", "str",
+          "The address the conversion webhook (old Kustomization versions) binds to; '0' disables it (ours)."),
+    _Flag("webhook-url", "webhook_url", "str",
+          "The URL the API server calls the conversion webhook at, when it cannot use the CRD's Service "
+          "(out of cluster); 'auto' is https://<bound address>/convert (ours)."),
+    _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
+          "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
+          "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 

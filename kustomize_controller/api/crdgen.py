@@ -37,10 +37,24 @@ from ruamel.yaml import YAML
 
 from kustomize_controller.api.kustomization import GROUP, KIND, PLURAL, VERSION, Kustomization
 from kustomize_controller.api.meta import Key
+from kustomize_controller.api.versions import DEPRECATION_WARNINGS, OLD_VERSIONS, version_schema
 
-__all__ = ["CRD_FILE_NAME", "build_crd", "model_schema", "render_crd"]
+__all__ = [
+    "CONVERSION_PATH",
+    "CONVERSION_SERVICE",
+    "CRD_FILE_NAME",
+    "CRD_NAME",
+    "build_crd",
+    "conversion_stanza",
+    "model_schema",
+    "render_crd",
+]
 
 CRD_FILE_NAME: Final = f"{GROUP}_{PLURAL}.yaml"
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+#: The Service in front of the controller's conversion webhook (manifests/webhook), and its path.
+CONVERSION_SERVICE: Final = "kustomize-controller-webhook"
+CONVERSION_PATH: Final = "/convert"
 
 _API_VERSION_DOC: Final = "The versioned schema of this object (kustomize.toolkit.fluxcd.io/v1)."
 _KIND_DOC: Final = "The REST resource this object represents (Kustomization)."
@@ -153,8 +167,39 @@ def _sorted(value: Any) -> Any:
     return value
 
 
+def conversion_stanza(*, client_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``spec.conversion``: the controller's webhook, by default behind the Service of manifests/webhook.
+
+    The Service's namespace is the one of manifests/ (kustomize rewrites it with ``namespace:``); the
+    controller fills in ``caBundle``, or points ``url`` at itself when it runs out of the cluster.
+    """
+    config = client_config or {
+        "service": {"name": CONVERSION_SERVICE, "namespace": "kustomize-system", "path": CONVERSION_PATH,
+                    "port": 443},
+    }
+    return {"strategy": "Webhook", "webhook": {"clientConfig": config, "conversionReviewVersions": ["v1"]}}
+
+
+def _old_version(schema: dict[str, Any], version: str) -> dict[str, Any]:
+    """A served, deprecated old version (schema as it had it; see ``api.versions``)."""
+    return {
+        "name": version,
+        "served": True,
+        "storage": False,
+        "deprecated": True,
+        "deprecationWarning": DEPRECATION_WARNINGS[version],
+        "additionalPrinterColumns": _PRINTER_COLUMNS,
+        "schema": {"openAPIV3Schema": version_schema(schema, version)},
+        "subresources": {"status": {}},
+    }
+
+
 def build_crd() -> dict[str, Any]:
-    """The Kustomization CustomResourceDefinition as plain data."""
+    """The Kustomization CustomResourceDefinition as plain data.
+
+    ``v1`` (first, the storage version) is upstream's; the old versions follow, served and deprecated,
+    converted by the controller's webhook (``spec.conversion``).
+    """
     schema = model_schema(Kustomization)
     schema["properties"]["apiVersion"]["description"] = _API_VERSION_DOC
     schema["properties"]["kind"]["description"] = _KIND_DOC
@@ -162,7 +207,7 @@ def build_crd() -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{PLURAL}.{GROUP}",
+            "name": CRD_NAME,
             # Flux must never run variable substitution over its own CRD.
             "annotations": {Key.SUBSTITUTE: Key.DISABLED},
         },
@@ -177,6 +222,7 @@ def build_crd() -> dict[str, Any]:
                 "singular": KIND.lower(),
             },
             "scope": "Namespaced",
+            "conversion": conversion_stanza(),
             "versions": [
                 {
                     "name": VERSION,
@@ -185,7 +231,8 @@ def build_crd() -> dict[str, Any]:
                     "additionalPrinterColumns": _PRINTER_COLUMNS,
                     "schema": {"openAPIV3Schema": schema},
                     "subresources": {"status": {}},
-                }
+                },
+                *(_old_version(schema, version) for version in OLD_VERSIONS),
             ],
         },
     }

@@ -1,4 +1,5 @@
-"""The ``Kustomization`` API, ``kustomize.toolkit.fluxcd.io/v1`` (the only served version).
+"""The ``Kustomization`` API, ``kustomize.toolkit.fluxcd.io/v1`` (the hub and storage version; the old
+versions served for compatibility are described in ``api.versions`` and converted by ``api.conversion``).
 
 Contract:
 

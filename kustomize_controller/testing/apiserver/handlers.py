@@ -23,12 +23,14 @@ from ruamel.yaml.error import YAMLError
 from . import errors, openapi, reads, routing
 from .auth import ANONYMOUS, Authenticator, UserInfo, impersonate
 from .cluster import PATCH_TYPES, Cluster, WriteContext
+from .conversion import Converter
 from .errors import ApiStatusError
 from .faults import FaultInjector
 from .rbac import Attributes, Authorizer, forbidden_message
 from .requestlog import RequestLog, RequestRecord
 from .selectors import parse_field_selector, parse_label_selector
 from .storage import encode
+from .versioned import VersionedRequests
 from .watch import WatchRequest, serve_watch
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,8 @@ class Api:
         self.options = options
         self.authorizer = Authorizer(cluster.storage)
         self._yaml = YAML(typ="safe", pure=True)
+        # requests for a custom resource's non-storage version convert (versioned.py, conversion.py)
+        self.versioned = VersionedRequests(cluster, Converter(cluster.registry))
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
@@ -132,6 +136,9 @@ class Api:
                 raise injected
             response: web.StreamResponse = await handler(request)
             status = response.status
+            if info.get("deprecation") and not response.prepared:
+                # a deprecated CRD version: kube-apiserver warns on every request for it
+                response.headers.add("Warning", _warning_value(info["deprecation"]))
             return response
         except ApiStatusError as err:
             status = err.code
@@ -223,7 +230,8 @@ class Api:
         dry_run = _dry_run(q.getall("dryRun", []))
         namespace = target.namespace or ""
         request[INFO_KEY].update(verb=verb, group=rt.group, resource=rt.plural, subresource=target.subresource,
-                               namespace=namespace, name=target.name or "", dry_run=dry_run)
+                               namespace=namespace, name=target.name or "", dry_run=dry_run,
+                               deprecation=rt.deprecation_warning)
         if verb not in rt.verbs and verb not in ("get", "patch", "update"):
             raise errors.method_not_allowed()
         if target.subresource and verb not in ("get", "patch", "update"):
@@ -238,7 +246,10 @@ class Api:
                 raise errors.forbidden(rt.plural, rt.group, target.name, forbidden_message(user, attrs))
         cluster = self.cluster
         manager = q.get("fieldManager") or _manager_from_agent(request.headers.get("User-Agent", ""))
+        versioned = self.versioned if self.versioned.applies(rt) else None
         if verb == "get":
+            if versioned is not None:
+                return json_response(await versioned.get(rt, namespace, target.name or ""))
             return json_response(cluster.get(rt, namespace, target.name or ""))
         if verb in ("list", "watch", "deletecollection"):
             labels = parse_label_selector(q.get("labelSelector"))
@@ -253,7 +264,8 @@ class Api:
                     timeout=timeout, bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
                     labels=labels, fields=fields,
                     send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
-                    bookmark_interval=self.options.bookmark_interval))
+                    bookmark_interval=self.options.bookmark_interval,
+                    convert=versioned.watch_converter(rt) if versioned is not None else None))
             limit = _int(q.get("limit"), "limit")
             exact = None
             if q.get("resourceVersionMatch") == "Exact" and verb == "list":
@@ -262,11 +274,16 @@ class Api:
                                         limit=limit if limit else None, continue_token=q.get("continue"),
                                         exact_resource_version=exact)
             if verb == "list":
-                return json_response(listed)
+                return json_response(await versioned.list(rt, listed) if versioned is not None else listed)
             options = await self._delete_options(request)
             deleted = []
             for item in listed["items"]:
                 ns = item["metadata"].get("namespace", "")
+                if versioned is not None:
+                    body, is_object = await versioned.delete(rt, ns, item["metadata"]["name"], options,
+                                                             dry_run=dry_run)
+                    deleted.append(body if is_object else (await versioned.out(rt, [item]))[0])
+                    continue
                 body, is_object = cluster.delete(rt, ns, item["metadata"]["name"], options, dry_run=dry_run)
                 deleted.append(body if is_object else item)
             listed["items"] = deleted
@@ -274,11 +291,18 @@ class Api:
         ctx = WriteContext(field_validation=_field_validation(q.get("fieldValidation")))
         if verb == "create":
             body = await self._json_body(request)
+            if versioned is not None:
+                created = await versioned.create(rt, namespace, body, dry_run=dry_run, manager=manager, ctx=ctx)
+                return _with_warnings(json_response(created, 201), ctx)
             created = cluster.create(rt, namespace, body, dry_run=dry_run, manager=manager, ctx=ctx)
             return _with_warnings(json_response(created, 201), ctx)
         name = target.name or ""
         if verb == "update":
             body = await self._json_body(request)
+            if versioned is not None:
+                updated = await versioned.update(rt, namespace, name, body, subresource=target.subresource,
+                                                 dry_run=dry_run, manager=manager, ctx=ctx)
+                return _with_warnings(json_response(updated), ctx)
             updated = cluster.update(rt, namespace, name, body, subresource=target.subresource, dry_run=dry_run,
                                      manager=manager, ctx=ctx)
             return _with_warnings(json_response(updated), ctx)
@@ -289,6 +313,12 @@ class Api:
             raw = await request.read()
             patch = self._parse_yaml(raw) if patch_type == "apply" else _parse_json(raw)
             force = q.get("force", "").lower() == "true"
+            if versioned is not None:
+                patched, was_created = await versioned.patch(
+                    rt, namespace, name, patch, patch_type=patch_type, subresource=target.subresource,
+                    dry_run=dry_run, manager=q.get("fieldManager") if patch_type == "apply" else manager,
+                    force=force, ctx=ctx)
+                return _with_warnings(json_response(patched, 201 if was_created else 200), ctx)
             patched, was_created = cluster.patch(rt, namespace, name, patch, patch_type=patch_type,
                                                  subresource=target.subresource, dry_run=dry_run,
                                                  manager=q.get("fieldManager") if patch_type == "apply" else manager,
@@ -300,6 +330,9 @@ class Api:
             dry_run = _dry_run([str(v) for v in options["dryRun"]])
             request[INFO_KEY]["dry_run"] = dry_run
         self.faults.check_delete(rt.plural, namespace, name)
+        if versioned is not None:
+            body, _ = await versioned.delete(rt, namespace, name, options, dry_run=dry_run)
+            return json_response(body)
         body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
         return json_response(body)
 
@@ -343,9 +376,13 @@ def _field_validation(value: str | None) -> str:
 
 def _with_warnings(response: web.Response, ctx: WriteContext) -> web.Response:
     for warning in ctx.warnings:
-        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
-        response.headers.add("Warning", f'299 - "{escaped}"')
+        response.headers.add("Warning", _warning_value(warning))
     return response
+
+
+def _warning_value(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
 
 
 def _parse_json(raw: bytes) -> Any:

@@ -1,8 +1,9 @@
 """The registry of served kinds: built-in types, kinds registered by CRDs, and discovery documents.
 
 A ``ResourceType`` is one (group, version, resource) the server answers for. Objects of every version of a
-group/resource share one storage (no conversion: a read through another version only rewrites
-``apiVersion``). Lookups are dictionary hits; nothing here scans stored objects.
+group/resource share one storage; a custom resource is kept in its CRD's storage version and requests
+for its other versions convert (conversion.py). Lookups are dictionary hits; nothing here scans stored
+objects.
 
 Contract: registering a CRD replaces the versions that CRD served before (a version dropped from the CRD
 stops being served); built-in kinds cannot be replaced.
@@ -38,6 +39,11 @@ class ResourceType:
     immutable: tuple[str, ...] = ()
     # openAPIV3Schema of a CRD version (used for list types in server-side apply)
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # a CRD version: the version its objects are stored in, and the CRD's spec.conversion (conversion.py)
+    storage_version: str = ""
+    conversion: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # a deprecated CRD version: the Warning every request for it gets
+    deprecation_warning: str = ""
 
     @property
     def api_version(self) -> str:
@@ -131,6 +137,8 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     group = spec.get("group", "")
+    storage = next((v.get("name", "") for v in spec.get("versions") or [] if v.get("storage")), "")
+    conversion = spec.get("conversion") if isinstance(spec.get("conversion"), dict) else None
     result = []
     for version in spec.get("versions") or []:
         if not version.get("served", True):
@@ -150,6 +158,11 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
             generation=True,
             custom=True,
             schema=schema if isinstance(schema, dict) else None,
+            storage_version=storage,
+            conversion=conversion,
+            deprecation_warning=(version.get("deprecationWarning")
+                                 or f"{group}/{version['name']} {names.get('kind', '')} is deprecated")
+            if version.get("deprecated") else "",
         ))
     return result
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from .errors import gone_expired
+from .errors import ApiStatusError, gone_expired
 from .kinds import ResourceType
 from .objects import with_version
 from .selectors import FieldSelector, LabelSelector
@@ -42,6 +43,8 @@ class WatchRequest:
     fields: FieldSelector
     send_initial_events: bool
     bookmark_interval: float
+    # a custom resource read through a non-storage version: each object is converted (conversion.py)
+    convert: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 def _line(type_: str, obj: dict[str, Any]) -> bytes:
@@ -109,13 +112,15 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
             initial = [obj for obj in storage.iterate(rt.storage_key, req.namespace) if _matches(req, obj)]
             initial_rv = storage.resource_version
             for obj in initial:
-                await response.write(_line("ADDED", with_version(obj, rt)))
+                await response.write(await _converted_line(req, "ADDED", obj) if req.convert else
+                                     _line("ADDED", with_version(obj, rt)))
             if req.send_initial_events:
                 await response.write(_bookmark(rt, initial_rv, initial_end=True))
         for event in backlog:
             translated = _translate(req, event)
             if translated is not None:
-                await response.write(_line(translated[0], with_version(translated[1], rt)))
+                await response.write(await _converted_line(req, *translated) if req.convert else
+                                     _line(translated[0], with_version(translated[1], rt)))
         await _pump(response, storage, watcher, req)
         await response.write_eof()
     except ConnectionResetError:
@@ -164,7 +169,18 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
             return
         translated = _translate(req, event)
         if translated is not None:
-            await response.write(_encoded(event, translated[0], translated[1], req.rt))
+            await response.write(await _converted_line(req, *translated) if req.convert else
+                                 _encoded(event, translated[0], translated[1], req.rt))
+
+
+async def _converted_line(req: WatchRequest, type_: str, obj: dict[str, Any]) -> bytes:
+    """The event converted to the watched version; a failed conversion is an ERROR event in its place
+    (the watch goes on with the next event)."""
+    assert req.convert is not None
+    try:
+        return _line(type_, await req.convert(obj))
+    except ApiStatusError as err:
+        return _line("ERROR", err.body())
 
 
 def _encoded(event: Event, type_: str, obj: dict[str, Any], rt: ResourceType) -> bytes:

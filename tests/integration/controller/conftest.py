@@ -241,6 +241,7 @@ async def env(cluster: ClusterHandle) -> AsyncIterator[ControllerEnv]:
             kubeconfig=cluster.kubeconfig_path,
             metrics_addr="127.0.0.1:0",
             health_addr="127.0.0.1:0",
+            webhook_addr="0",  # tests of old versions turn the conversion webhook on (test_old_versions.py)
             requeue_dependency=__import__("datetime").timedelta(seconds=1),
             kube_api_qps=-1,
             kube_api_burst=-1,

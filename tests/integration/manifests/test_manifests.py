@@ -56,3 +56,25 @@ async def test_manifests_pass_server_side_dry_run(cluster: ClusterHandle) -> Non
                 obj["metadata"]["namespace"] = cluster.namespace
             result = await client.apply(obj, field_manager="manifests-test", dry_run=True)
             assert result["kind"] == obj["kind"]
+
+
+def test_manifests_wire_the_conversion_webhook() -> None:
+    objects = build_manifests()
+    by_kind = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    crd = by_kind[("CustomResourceDefinition", "kustomizations.kustomize.toolkit.fluxcd.io")]
+    service_ref = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    service = by_kind[("Service", service_ref["name"])]
+    assert service_ref["namespace"] == service["metadata"]["namespace"]  # kustomize keeps them together
+    assert service_ref["port"] == service["spec"]["ports"][0]["port"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    ports = {p["name"]: p["containerPort"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports[service["spec"]["ports"][0]["targetPort"]] == 9443
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    rules = by_kind[("ClusterRole", "kustomize-manager-role")]["rules"]
+    assert {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+            "resourceNames": [crd["metadata"]["name"]], "verbs": ["get", "patch"]} in rules
+    role = by_kind[("Role", "kustomize-webhook-cert-role")]
+    assert any(r.get("resourceNames") == ["kustomize-controller-webhook-cert"] and "update" in r["verbs"]
+               for r in role["rules"])
+    binding = by_kind[("RoleBinding", "kustomize-webhook-cert-rolebinding")]
+    assert binding["subjects"][0]["namespace"] == deployment["metadata"]["namespace"]

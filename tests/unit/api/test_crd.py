@@ -69,8 +69,17 @@ def upstream() -> dict[str, Any]:
 
 
 def _schema(crd: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    (v1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
+    schema: dict[str, Any] = v1["schema"]["openAPIV3Schema"]
     return schema
+
+
+def _v1_only(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD as upstream has it: v1 alone, no conversion (the old versions are ours, issue 18)."""
+    crd = copy.deepcopy(crd)
+    crd["spec"]["versions"] = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
+    crd["spec"].pop("conversion", None)
+    return crd
 
 
 def test_checked_in_crd_is_generated_from_the_models() -> None:
@@ -95,7 +104,8 @@ def test_crd_kustomization_lists_the_base() -> None:
 
 
 def test_equivalent_to_upstream(upstream: dict[str, Any]) -> None:
-    ours = _without_prose(build_crd())
+    ours = _without_prose(_v1_only(build_crd()))
+    assert ours["spec"]["versions"][0]["storage"] is True
     theirs = _without_prose(copy.deepcopy(upstream))
     # The generator's version stamp is the only metadata we do not carry.
     theirs["metadata"]["annotations"].pop("controller-gen.kubebuilder.io/version")
@@ -282,3 +292,24 @@ def test_strict_mode_rejects_unknown_fields_at_every_object_level() -> None:
         with pytest.raises(ValidationError) as err:
             Kustomization.model_validate(doc, extra="forbid")
         assert f"{_dotted((*path, 'unknownField'))}: unknown field" in validation_messages(err.value)
+
+
+def test_old_versions_are_served_deprecated_and_converted_by_the_webhook() -> None:
+    crd = build_crd()
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    assert list(versions) == ["v1", "v1beta2", "v1beta1", "v1alpha1"]
+    assert [name for name, v in versions.items() if v["storage"]] == ["v1"]
+    for name in ("v1beta2", "v1beta1", "v1alpha1"):
+        version = versions[name]
+        assert version["served"] and version["deprecated"]
+        assert "upgrade to kustomize.toolkit.fluxcd.io/v1" in version["deprecationWarning"]
+        assert version["subresources"] == {"status": {}}
+        assert "conditions" in version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    spec = {name: v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] for name, v in versions.items()}
+    assert "patchesStrategicMerge" in spec["v1beta2"] and "patchesStrategicMerge" not in spec["v1"]
+    assert "serviceAccount" in spec["v1alpha1"] and "serviceAccountName" not in spec["v1alpha1"]
+    assert spec["v1beta1"]["sourceRef"]["properties"]["kind"]["enum"] == ["GitRepository", "Bucket"]
+    conversion = crd["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook"
+    assert conversion["webhook"]["conversionReviewVersions"] == ["v1"]
+    assert conversion["webhook"]["clientConfig"]["service"]["path"] == "/convert"

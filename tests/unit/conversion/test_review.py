@@ -1,0 +1,94 @@
+"""ConversionReview handling and the CRD conversion patch (pure)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from kustomize_controller.api.crdgen import build_crd
+from kustomize_controller.conversion.crd import conversion_patch, default_url, service_hosts
+from kustomize_controller.conversion.review import BadReview, review
+
+GROUP = "kustomize.toolkit.fluxcd.io"
+
+
+def _ks(version: str, ns: str = "apps", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{version}", "kind": "Kustomization", "metadata": {"name": "a", "namespace": ns},
+            "spec": {"interval": "5m", "prune": True, "path": "./x",
+                     "sourceRef": {"kind": "GitRepository", "name": "r"}, **spec}}
+
+
+def _request(objects: list[Any], desired: str = f"{GROUP}/v1") -> dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u-1", "desiredAPIVersion": desired, "objects": objects}}
+
+
+def test_converts_every_object_in_order_and_echoes_the_uid() -> None:
+    out = review(_request([_ks("v1beta2", validation="client"), _ks("v1alpha1")]))
+    assert out["apiVersion"] == "apiextensions.k8s.io/v1" and out["kind"] == "ConversionReview"
+    response = out["response"]
+    assert response["uid"] == "u-1" and response["result"] == {"status": "Success"}
+    assert [o["apiVersion"] for o in response["convertedObjects"]] == [f"{GROUP}/v1"] * 2
+    assert "validation" not in response["convertedObjects"][0]["spec"]
+
+
+def test_one_refused_object_fails_the_review_with_its_message() -> None:
+    bad = _ks("v1alpha1", serviceAccount={"name": "x", "namespace": "other"})
+    response = review(_request([_ks("v1beta2"), bad]))["response"]
+    assert response["result"]["status"] == "Failure"
+    assert response["result"]["message"].startswith("Kustomization/apps/a: spec.serviceAccount.namespace:")
+    assert "convertedObjects" not in response
+
+
+@pytest.mark.parametrize("body", [[], {"kind": "Pod"}, {"kind": "ConversionReview", "apiVersion": "x/v1beta1"},
+                                  {"kind": "ConversionReview", "apiVersion": "apiextensions.k8s.io/v1"}])
+def test_a_body_that_is_not_a_review_v1_is_a_bad_request(body: Any) -> None:
+    with pytest.raises(BadReview):
+        review(body)
+
+
+def test_crd_patch_injects_ca_bundle_keeping_the_service() -> None:
+    crd = build_crd()
+    patch = conversion_patch(crd, ca_bundle=b"PEM", url="")
+    assert patch is not None
+    config = patch["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert base64.b64decode(config["caBundle"]) == b"PEM"
+    assert config["service"]["name"] == "kustomize-controller-webhook"
+    assert service_hosts(crd) == ["kustomize-controller-webhook.kustomize-system.svc",
+                                  "kustomize-controller-webhook.kustomize-system.svc.cluster.local"]
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {k: v for k, v in config.items()}
+    assert conversion_patch(crd, ca_bundle=b"PEM", url="") is None  # already so: no write
+
+
+def test_crd_patch_with_a_url_replaces_the_service() -> None:
+    crd = build_crd()
+    url = default_url("127.0.0.1", 9443)
+    assert url == "https://127.0.0.1:9443/convert"
+    patch = conversion_patch(crd, ca_bundle=b"PEM", url=url)
+    assert patch is not None
+    config = patch["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert config["url"] == url and config["service"] is None  # merge patch removes it
+
+
+def test_a_crd_serving_v1_alone_is_left_alone() -> None:
+    crd = build_crd()
+    crd["spec"]["versions"] = crd["spec"]["versions"][:1]
+    assert conversion_patch(crd, ca_bundle=b"PEM", url="https://x") is None
+
+
+@pytest.mark.parametrize(("url", "host"), [
+    ("https://127.0.0.1:9443/convert", "127.0.0.1"),
+    ("https://[::1]:9443/convert", "::1"),
+    ("https://webhook.example.com/convert", "webhook.example.com"),
+    ("https://172.18.0.1:30443", "172.18.0.1"),
+])
+def test_the_url_host_goes_into_the_certificate(url: str, host: str) -> None:
+    from kustomize_controller.conversion.webhook import _host_of
+
+    assert _host_of(url) == host
+
+
+def test_default_url_brackets_ipv6() -> None:
+    assert default_url("::1", 9443) == "https://[::1]:9443/convert"
