@@ -31,9 +31,10 @@ import os
 import re
 import shutil
 import signal
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.runtime.clock import Clock
@@ -132,26 +133,57 @@ async def _run(
         timer.cancel()
         if not work.done():
             work.cancel()
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            # Killed, the child exits at once; the bound only guards against a stuck reaper.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), timeout=10)
-        # A failed reader (output cap) must not leave its sibling reading a pipe: cancel and await both
-        # so every transport is closed before we return.
-        for reader in readers:
-            reader.cancel()
-        await asyncio.gather(*readers, return_exceptions=True)
-        # Drain what is left to EOF (at most a pipe buffer once the child is dead) so asyncio closes the
-        # pipe transports; a paused reader would otherwise keep them open past the build.
-        for stream in (stdout_r, stderr_r):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(stream.read(), timeout=5)
-        with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
-            await work
-        with contextlib.suppress(asyncio.CancelledError):
-            await timer
+        # The clean-up must reach its end even when the caller is cancelled once more meanwhile (a
+        # shutdown cancelling a reconcile already being cancelled): interrupted, it would leave the child
+        # unreaped and its pipes open.
+        await _run_to_end(_reap(proc, readers, (stdout_r, stderr_r), work, timer))
+
+
+async def _reap(
+    proc: asyncio.subprocess.Process,
+    readers: Sequence[asyncio.Future[bytes]],
+    streams: tuple[asyncio.StreamReader, asyncio.StreamReader],
+    work: asyncio.Future[_Result],
+    timer: asyncio.Future[None],
+) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        # Killed, the child exits at once; the bound only guards against a stuck reaper.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), timeout=10)
+    # A failed reader (output cap) must not leave its sibling reading a pipe: cancel and await both
+    # so every transport is closed before we return.
+    for reader in readers:
+        reader.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    # Drain what is left to EOF (at most a pipe buffer once the child is dead) so asyncio closes the
+    # pipe transports; a paused reader would otherwise keep them open past the build.
+    for stream in streams:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(stream.read(), timeout=5)
+    with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
+        await work
+    with contextlib.suppress(asyncio.CancelledError):
+        await timer
+
+
+async def _run_to_end(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Await ``cleanup`` to its end (it is bounded by its own timeouts), then re-raise a cancellation
+    that arrived meanwhile."""
+    task = asyncio.ensure_future(cleanup)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _base_env(home: Path | None = None) -> dict[str, str]:

@@ -13,6 +13,7 @@ from kustomize_controller.kustomize.build import (
     KustomizeBuilder,
     _clean_stderr,
     _parse_version,
+    _run,
     detect_builder,
 )
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
@@ -175,3 +176,31 @@ async def test_parallel_builds_are_bounded(tmp_path: Path) -> None:
     (d2 / "go").touch()
     assert await t1 == b"done\n"
     assert await t2 == b"done\n"
+
+
+async def test_a_build_cancelled_twice_still_reaps_its_child_and_closes_its_pipes(tmp_path: Path) -> None:
+    """A shutdown can cancel a reconcile whose build is already being cancelled: the second cancellation
+    must not cut the clean-up short (it left the child unreaped, its readers pending and its pipes open,
+    reported later as a ResourceWarning in an unrelated test)."""
+    pidfile = tmp_path / "pid"
+    build = asyncio.ensure_future(
+        _run(
+            ["/bin/sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"],
+            clock=RealClock(),
+            time_limit=60,
+            max_output=1 << 20,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=None,
+        )
+    )
+    for _ in range(500):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        await asyncio.sleep(0.01)
+    build.cancel()
+    await asyncio.sleep(0)  # the first cancellation is now in the clean-up, waiting for the child
+    build.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await build
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    assert pending == []
