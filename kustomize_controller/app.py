@@ -40,6 +40,12 @@ from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.dependents import (
+    DEPENDS_ON_INDEX,
+    DependentWaker,
+    dependency_index_keys,
+    dependency_update_passes,
+)
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, TriggerSource
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -59,7 +65,7 @@ from kustomize_controller.reconcile.watches import (
 )
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.controller import Controller, Request
-from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.informer import FuncHandler, Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.logs import configure_logging, get_logger
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
@@ -254,6 +260,8 @@ async def run_controller(
             ),
         )
         _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace, hooks)
+        if gates.enabled("EnableDependencyQueueing"):
+            _wire_dependents(controller, kustomizations)
         manager.add_controller(controller)
         if on_manager is not None:
             on_manager(manager)
@@ -327,6 +335,23 @@ def _wire_watches(
             map_func=_map_with_log(map_config, "config dependency change"),
             predicate=lambda old, new: old is None or config_update_passes(old, new),
         )
+
+
+def _wire_dependents(controller: Controller, kustomizations: Informer) -> None:
+    """``EnableDependencyQueueing``: a Kustomization that becomes ready enqueues its dependents at once
+    (reconcile/dependents.py); ``--requeue-dependency`` stays the fallback poll."""
+    kustomizations.add_indexer(DEPENDS_ON_INDEX, dependency_index_keys)
+    waker = DependentWaker(
+        indexed=lambda key: kustomizations.store.by_index(DEPENDS_ON_INDEX, key),
+        lookup=kustomizations.get,
+    )
+
+    def on_update(old: Any, new: Any) -> None:
+        if dependency_update_passes(old, new):
+            for key in waker.dependents(new):
+                controller.queue.add(Request(namespace=key.namespace, name=key.name))
+
+    kustomizations.add_handler(FuncHandler(update=on_update))
 
 
 def _source_indexer(kind: str) -> Callable[[Any], list[str]]:

@@ -41,6 +41,8 @@ FEATURE_GATE_DEFAULTS: Mapping[str, bool] = {
     "DirectSourceFetch": False,
     "MigrateAPIVersion": False,
     "ObjectLevelWorkloadIdentity": False,
+    # Ours, beyond upstream's defaults (docs/differences.md):
+    "EnableDependencyQueueing": True,
 }
 
 
