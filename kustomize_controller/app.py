@@ -210,7 +210,11 @@ async def run_controller(
             direct=gates.enabled("DirectSourceFetch"),
         )
         sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
-        hooks = EnqueueHooks() if gates.enabled("CancelHealthCheckOnNewRevision") else None
+        cancel_on_any = gates.enabled("CancelHealthCheckOnNewRevision")
+        # Health waits released from their worker listen for their object's deletion and suspension
+        # even without the gate, so no wait outlives its Kustomization (reconcile/interrupt.py).
+        max_detached = 0 if gates.enabled("HoldWorkerDuringHealthChecks") else settings.concurrent_health_checks
+        hooks = EnqueueHooks() if cancel_on_any or max_detached else None
         reconciler = KustomizationReconciler(
             client=client,
             reader=readers,
@@ -230,6 +234,7 @@ async def run_controller(
                 ),
                 additive_cel_dependency_check=gates.enabled("AdditiveCELDependencyCheck"),
                 object_level_workload_identity=gates.enabled("ObjectLevelWorkloadIdentity"),
+                cancel_health_on_any_enqueue=cancel_on_any,
                 apply=ApplyStepOptions(
                     concurrent_ssa=settings.concurrent_ssa,
                     no_remote_bases=settings.no_remote_bases,
@@ -258,6 +263,7 @@ async def run_controller(
                 base_delay=settings.min_retry_delay.total_seconds(),
                 max_delay=settings.max_retry_delay.total_seconds(),
             ),
+            max_detached=max_detached,
         )
         _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace, hooks)
         if gates.enabled("EnableDependencyQueueing"):
@@ -281,19 +287,30 @@ def _wire_watches(
     watch_namespace: str | None,
     hooks: EnqueueHooks | None,
 ) -> None:
-    def announce(kind: str, obj: Any, requests: list[Request]) -> list[Request]:
+    def announce(kind: str, obj: Any, requests: list[Request], *, final: bool = False) -> list[Request]:
         # CancelHealthCheckOnNewRevision: tell a reconcile of these objects that waits on health
         # checks what enqueued them again (upstream's wrapped event handlers).
         if hooks is not None:
             meta = obj.get("metadata") or {}
             source = TriggerSource(kind=kind, namespace=meta.get("namespace", ""), name=meta.get("name", ""))
             for request in requests:
-                hooks.dispatch(request, source)
+                hooks.dispatch(request, source, final=final)
         return requests
+
+    def own_event(obj: Any) -> list[Request]:
+        # final: deleting, deleted (no longer cached) or suspended — no health wait should go on
+        request = Request.for_object(obj)
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        final = (
+            bool(meta.get("deletionTimestamp"))
+            or bool(spec.get("suspend"))
+            or kustomizations.get(f"{request.namespace}/{request.name}") is None
+        )
+        return announce(KIND, obj, [request], final=final)
 
     controller.watch(
         kustomizations,
-        map_func=lambda obj: announce(KIND, obj, [Request.for_object(obj)]),
+        map_func=own_event,
         predicate=lambda old, new: old is None or kustomization_update_passes(old, new),
     )
     for kind, informer in sources.items():

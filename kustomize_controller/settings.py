@@ -43,6 +43,7 @@ FEATURE_GATE_DEFAULTS: Mapping[str, bool] = {
     "ObjectLevelWorkloadIdentity": False,
     # Ours, beyond upstream's defaults (docs/differences.md):
     "EnableDependencyQueueing": True,
+    "HoldWorkerDuringHealthChecks": False,
 }
 
 
@@ -136,6 +137,7 @@ class Settings:
     artifact_max_size: int = 256 * 1024 * 1024
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = number of CPUs
+    concurrent_health_checks: int = 32
     runtime_namespace: str = ""
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
@@ -288,6 +290,9 @@ FLAGS: tuple[_Flag, ...] = (
           "Path of the kustomize (or kubectl) binary used for builds (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
+    _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
+          "The number of health checks that wait without holding one of the --concurrent workers; "
+          "beyond it a health check holds its worker, as upstream (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
@@ -358,6 +363,8 @@ def validate(settings: Settings) -> None:
         raise FlagError("--concurrent must be at least 1")
     if settings.concurrent_ssa < 1:
         raise FlagError("--concurrent-ssa must be at least 1")
+    if settings.concurrent_health_checks < 0:
+        raise FlagError("--concurrent-health-checks must not be negative")
     if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity"):
         for flag_name, value in (
             ("default-decryption-service-account", settings.default_decryption_service_account),

@@ -60,6 +60,7 @@ from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileCont
 from kustomize_controller.reconcile.history import upsert
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.controller import release_worker
 
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
@@ -330,6 +331,10 @@ class ApplyStep:
         await ctx.progress()
 
         async def publish_wait() -> None:
+            # Not all healthy at the first look: what is left is waiting, which needs no worker. The
+            # controller lets this reconcile run on without one (bounded by --concurrent-health-checks;
+            # a no-op under HoldWorkerDuringHealthChecks); its key stays busy until the wait ends.
+            release_worker()
             # a re-verification whose objects are not all healthy at the first look: show the wait
             if ctx.hold_progress:
                 ctx.hold_progress = False

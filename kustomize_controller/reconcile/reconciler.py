@@ -79,6 +79,10 @@ class ReconcilerOptions:
     additive_cel_dependency_check: bool = False
     object_level_workload_identity: bool = False
     apply: ApplyStepOptions = field(default_factory=ApplyStepOptions)
+    cancel_health_on_any_enqueue: bool = True
+    """With ``hooks``: any enqueue event cancels a health wait (``CancelHealthCheckOnNewRevision``);
+    False: only the object's deletion, disappearance or suspension does (health waits released from
+    their worker, see ``apply_step``)."""
 
 
 def _compile_ready_expr(expression: str) -> BoolProgram:
@@ -101,8 +105,9 @@ class KustomizationReconciler:
         rng: random.Random | None = None,
         hooks: EnqueueHooks | None = None,
     ) -> None:
-        """``hooks``: set when ``CancelHealthCheckOnNewRevision`` is on; the application dispatches
-        enqueue events to it and health waits are cancelled by them."""
+        """``hooks``: set when ``CancelHealthCheckOnNewRevision`` is on or health waits release their
+        worker; the application dispatches enqueue events to it and health waits are cancelled by them
+        (by which ones: ``options.cancel_health_on_any_enqueue``)."""
         self._client = client
         self._reader = reader
         self._sources = sources
@@ -135,7 +140,8 @@ class KustomizationReconciler:
         )
         with contextlib.ExitStack() as stack:
             if self._hooks is not None:
-                ctx.interrupt = stack.enter_context(self._hooks.listen(request))
+                final_only = not self._options.cancel_health_on_any_enqueue
+                ctx.interrupt = stack.enter_context(self._hooks.listen(request, final_only=final_only))
             try:
                 return await self._reconcile(ctx)
             finally:
@@ -144,6 +150,9 @@ class KustomizationReconciler:
     async def _finish(self, ctx: ReconcileContext) -> None:
         ks = ctx.ks
         name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
+        if ctx.extra.get("gone"):
+            self._metrics.delete(name=name, namespace=namespace)
+            return
         await self._finalize_status(ctx)
         if ks.metadata.deletion_timestamp is not None and FINALIZER not in ks.metadata.finalizers:
             self._metrics.delete(name=name, namespace=namespace)
@@ -261,6 +270,11 @@ class KustomizationReconciler:
         try:
             await self._apply.run(ctx, artifact=artifact, readers=readers)
         except HealthCheckCanceledError as canceled:
+            if await self._reader.get_kustomization(ks.metadata.namespace or "", ks.metadata.name or "") is None:
+                # deleted while waiting (its finalizer removed by hand): nothing left to write to
+                _log.info("Kustomization gone, health checks stopped")
+                ctx.extra["gone"] = True
+                return Result()
             trigger = str(canceled.source)
             ctx.mark_false(READY, Reason.HEALTH_CHECK_CANCELED, f"New reconciliation triggered by {trigger}")
             _log.info("New reconciliation triggered, canceling health checks", trigger=trigger)

@@ -7,6 +7,8 @@ at once by a status write (a separate resourceVersion and MODIFIED event, manage
 ``kube-controller-manager``, subresource ``status``) that reports it fully rolled out and ready, as kstatus
 expects (``observedGeneration`` = ``generation``, replicas counts equal to ``spec.replicas``, the
 Available/Progressing conditions a Deployment controller sets). Nothing fails, nothing takes time.
+An object annotated ``NEVER_READY_ANNOTATION: "true"`` is left alone: it never becomes ready, as a
+Deployment on a cluster without nodes (benchmarks of broken apps use it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from .kinds import ResourceType
 
 SIMULATED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
              ("batch", "Job"), ("", "Pod"), ("", "PersistentVolumeClaim")}
+
+
+NEVER_READY_ANNOTATION = "testing.kustomize-controller.io/never-ready"
 
 
 def _replicas(obj: dict[str, Any]) -> int:
@@ -77,6 +82,8 @@ def ready_status(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, A
 def needs_update(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, Any] | None:
     """The status to write, or None when the stored one already says ready for this generation."""
     if obj["metadata"].get("deletionTimestamp"):
+        return None
+    if (obj["metadata"].get("annotations") or {}).get(NEVER_READY_ANNOTATION) == "true":
         return None
     wanted = ready_status(rt, obj, now)
     if wanted is None:

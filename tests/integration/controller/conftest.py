@@ -226,6 +226,14 @@ class ControllerEnv:
         return True
 
 
+@pytest.fixture(params=["released", "held"])
+def wait_mode(request: pytest.FixtureRequest, env: ControllerEnv) -> str:
+    """Run a test with health waits released from their worker (our default) and held by it
+    (``HoldWorkerDuringHealthChecks``, upstream's behaviour)."""
+    env.set_gates(HoldWorkerDuringHealthChecks=request.param == "held")
+    return str(request.param)
+
+
 def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
     for c in (obj.get("status") or {}).get("conditions") or []:
         if c.get("type") == type_:
