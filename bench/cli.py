@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import health_waits, report, scenarios
 
-ALL = ("cold", "latency", "big", "failover", "baseline")
+ALL = ("cold", "latency", "big", "failover", "baseline", "starvation", "chain")
 
 
 def _sizes(text: str) -> list[int]:
@@ -124,6 +124,15 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
             await record("baseline", p["baseline_size"],
                          lambda m, parallel=parallel: _fill(m, scenarios.baseline(cfg, p["baseline_size"],
                                                                                   parallel=parallel)))
+    # issue 15: health waits off the workers, dependents woken by their dependencies. The fast variants
+    # run three times, interleaved (a single run is at the mercy of one 5 s health poll); the slow
+    # upstream-behaviour variants once.
+    if "starvation" in wanted:
+        for variant in health_waits.plan_variants(health_waits.STARVATION_VARIANTS, quick=p["quick"]):
+            await record("starvation", 100, lambda m, v=variant: health_waits.starvation(cfg, v, into=m))
+    if "chain" in wanted:
+        for variant in health_waits.plan_variants(health_waits.CHAIN_VARIANTS, quick=p["quick"]):
+            await record("chain", 10, lambda m, v=variant: health_waits.chain(cfg, v, into=m))
     return results
 
 
