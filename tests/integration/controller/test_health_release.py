@@ -102,3 +102,18 @@ async def test_a_graceful_stop_ends_the_wait_at_once(env: ControllerEnv) -> None
     assert detached(env) == 0
     obj = await env.get_ks()
     assert health_running(obj)  # nothing was decided: the next start checks health again
+
+
+async def test_a_new_revision_waits_behind_a_released_wait_without_the_gate(env: ControllerEnv) -> None:
+    first = await start_waiting(env)
+    second = await env.publish({"app/crd.yaml": WIDGET_CRD, "app/widget.yaml": WIDGET,
+                                "app/cm.yaml": configmap("second"), "other/cm.yaml": configmap("other")})
+    await asyncio.sleep(2)  # the source event arrives; the key is still busy with the wait
+    obj = await env.get_ks()
+    assert health_running(obj) and obj["status"]["lastAttemptedRevision"] == first["revision"]
+    assert not await env.exists("v1", "ConfigMap", "second")
+    await set_widget_phase(env, "Ready")
+    # the wait ends as upstream's would, then the queued event runs the new revision
+    await env.wait_ready(revision=second["revision"])
+    assert await env.exists("v1", "ConfigMap", "second")
+    assert detached(env) == 0
