@@ -142,7 +142,7 @@ def _issue15(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
         held = table[key].get("starvation.held_s", [])
         goal = 1.2 * clean if clean is not None else None
         lines.append(
-            f"| {key[1]} healthy Kustomizations to Ready behind 8 broken health waits, --concurrent=4 (s) | "
+            f"| {key[1]} healthy Kustomizations to Ready behind 8 broken health waits, --concurrent=4 (s; issue 15) | "
             f"{_stat(table[key].get('starvation.released_s', []))} (no broken ones: "
             f"{_stat(table[key].get('starvation.no_broken_s', []))}) | worker-held (upstream): {_stat(held)} | "
             f"≤ 1.2× no broken ones{f' ({_fmt(goal)} s)' if goal else ''} | "
@@ -152,7 +152,7 @@ def _issue15(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
         events = table[key].get("chain.events_s", [])
         polling = table[key].get("chain.polling_s", [])
         lines.append(
-            f"| dependency chain of {key[1]} to all Ready, --requeue-dependency=30s (s) | {_stat(events)} | "
+            f"| dependency chain of {key[1]} to all Ready, --requeue-dependency=30s (s; issue 15) | {_stat(events)} | "
             f"polling (upstream): {_stat(polling)} | < 10 s | "
             f"{_verdict(_median(table, key, 'chain.events_s'), 10.0, strict=True)} |"
         )
