@@ -10,6 +10,12 @@ Watches (reference §6):
   index on ``spec.sourceRef`` to the Kustomizations that use them, dependencies first;
 - label-selected ConfigMaps and Secrets (metadata only, unless ``DisableConfigWatchers``) mapped
   through the indexes of the ConfigMaps/Secrets each Kustomization reads.
+- with ``EnableDependencyQueueing`` (on by default): a Kustomization that becomes ready enqueues the
+  Kustomizations whose ``dependsOn`` names it, through an index on those references.
+
+Health waits release their worker (up to ``--concurrent-health-checks`` at once) unless
+``HoldWorkerDuringHealthChecks``; released waits listen for their Kustomization's deletion and
+suspension through the same hooks as ``CancelHealthCheckOnNewRevision``.
 
 Sources and Kustomizations are read from the informer caches (as upstream reads from its cache);
 dependencies, ConfigMaps and Secrets are read from the API server, never cached.

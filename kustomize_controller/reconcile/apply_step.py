@@ -3,7 +3,9 @@
 Every failure sets Ready=False with its reason (and a history entry once the build digest is known)
 and raises ``PipelineFailure`` carrying the message; the reconciler turns it into an event and a
 ``retryInterval`` requeue. A health wait interrupted by a new enqueue of the object (``ctx.interrupt``)
-raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. Nothing is written
+raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. A health wait that is
+not conclusive at the first look releases the reconcile's worker (``runtime.controller.release_worker``)
+and goes on without it; nothing else changes for it. Nothing is written
 to the cluster before the build succeeded, and the inventory only moves after a successful apply
 (survivors of a failed prune are merged back).
 

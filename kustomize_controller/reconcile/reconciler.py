@@ -8,8 +8,9 @@
 Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
 one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
 Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
-retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``) → Ready=False
-``HealthCheckCanceled`` and an immediate requeue; missing artifact / dependencies →
+retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``; for a wait released
+from its worker also by the object's deletion or suspension) → Ready=False ``HealthCheckCanceled`` and
+an immediate requeue, or nothing written when the object is gone; missing artifact / dependencies →
 ``--requeue-dependency``; transient API errors → raised (exponential backoff); terminal configuration
 errors → ``TerminalError``.
 
