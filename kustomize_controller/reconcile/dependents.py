@@ -13,7 +13,8 @@ Contract (pure functions over plain objects and the informer's index; the applic
   and ``observedGeneration == generation``, the built-in dependency check) where ``old`` was not, or
   ``new`` is ready and its ``lastAppliedRevision`` changed (a dependent using the same source waits
   for exactly that). Everything else — progress patches, a re-verification that changes nothing,
-  a dependency turning not ready — passes nothing, so no status write can start a cascade.
+  a dependency turning not ready — passes nothing, so no status write can start a cascade. A
+  ``readyExpr`` that reads other fields (labels, say) is still served by the poll alone.
 - ``DependentWaker.dependents(ks)``: the Kustomizations whose ``dependsOn`` names ``ks``, minus any
   for which waking would go round a cycle: a self-reference, or a dependent that ``ks`` itself
   (transitively) depends on. Those are logged once per (dependency, dependent) pair and left to the
