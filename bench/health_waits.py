@@ -41,10 +41,13 @@ SLOW = {"held", "polling"}  # upstream's behaviour: minutes per run
 
 
 def plan_variants(variants: tuple[str, ...], *, quick: bool, repeats: int = 3) -> list[str]:
-    """The fast variants ``repeats`` times, interleaved, then the slow one once (all once when quick)."""
+    """The fast variants ``repeats`` times, interleaved and in alternating order (on a machine whose
+    load drifts, a fixed order would favour whichever runs first), then the slow one once (all once
+    when quick)."""
     fast = [v for v in variants if v not in SLOW]
     slow = [v for v in variants if v in SLOW]
-    return fast * (1 if quick else repeats) + slow
+    rounds = [fast if k % 2 == 0 else fast[::-1] for k in range(1 if quick else repeats)]
+    return [v for round_ in rounds for v in round_] + slow
 
 
 def _broken_files(i: int) -> dict[str, str]:
