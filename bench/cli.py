@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import monorepo, report, request_counts, scenarios, workload
+from bench import health_waits, monorepo, report, request_counts, scenarios, workload
 
-ALL = ("cold", "latency", "big", "failover", "baseline", "requests", "monorepo")
+ALL = ("cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain")
 
 
 def _sizes(text: str) -> list[int]:
@@ -144,6 +144,15 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "monorepo" in wanted:
         size = p.get("monorepo_size", 1000)
         await record("monorepo", size, lambda m: monorepo.monorepo(cfg, size, into=m))
+    # issue 15: health waits off the workers, dependents woken by their dependencies. The fast variants
+    # run three times, interleaved (a single run is at the mercy of one 5 s health poll); the slow
+    # upstream-behaviour variants once.
+    if "starvation" in wanted:
+        for variant in health_waits.plan_variants(health_waits.STARVATION_VARIANTS, quick=p["quick"]):
+            await record("starvation", 100, lambda m, v=variant: health_waits.starvation(cfg, v, into=m))
+    if "chain" in wanted:
+        for variant in health_waits.plan_variants(health_waits.CHAIN_VARIANTS, quick=p["quick"]):
+            await record("chain", 10, lambda m, v=variant: health_waits.chain(cfg, v, into=m))
     return results
 
 

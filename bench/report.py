@@ -132,6 +132,7 @@ def summary(data: dict[str, Any]) -> list[str]:
                 f"{('met' if cold and base > cold else '**not met**') if cold else '—'} |"
             )
     lines += _cache_rows(table)
+    lines += _issue15(table)
     return lines
 
 
@@ -177,6 +178,32 @@ def _cache_rows(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[st
             f"{_stat(table[key].get('shared_base.seconds', []))}; {_fmt(med('shared_base.kustomize_runs'))} "
             f"kustomize runs, {_fmt(med('shared_base.cpu_s'))} CPU s | — | exactly the {dependants} dependants "
             f"rebuild | {'met' if base_ok else '**not met**'} |"
+        )
+    return lines
+
+
+def _issue15(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
+    """Starvation and dependency-chain rows (issue 15); verdicts from the medians."""
+    lines: list[str] = []
+    for key in sorted(k for k in table if k[0] == "starvation"):
+        released = _median(table, key, "starvation.released_s")
+        clean = _median(table, key, "starvation.no_broken_s")
+        held = table[key].get("starvation.held_s", [])
+        goal = 1.2 * clean if clean is not None else None
+        lines.append(
+            f"| {key[1]} healthy Kustomizations to Ready behind 8 broken health waits, --concurrent=4 (s; issue 15) | "
+            f"{_stat(table[key].get('starvation.released_s', []))} (no broken ones: "
+            f"{_stat(table[key].get('starvation.no_broken_s', []))}) | worker-held (upstream): {_stat(held)} | "
+            f"≤ 1.2× no broken ones{f' ({_fmt(goal)} s)' if goal else ''} | "
+            f"{_verdict(released, goal) if goal else 'not measured'} |"
+        )
+    for key in sorted(k for k in table if k[0] == "chain"):
+        events = table[key].get("chain.events_s", [])
+        polling = table[key].get("chain.polling_s", [])
+        lines.append(
+            f"| dependency chain of {key[1]} to all Ready, --requeue-dependency=30s (s; issue 15) | {_stat(events)} | "
+            f"polling (upstream): {_stat(polling)} | < 10 s | "
+            f"{_verdict(_median(table, key, 'chain.events_s'), 10.0, strict=True)} |"
         )
     return lines
 

@@ -10,6 +10,12 @@ Watches (reference §6):
   index on ``spec.sourceRef`` to the Kustomizations that use them, dependencies first;
 - label-selected ConfigMaps and Secrets (metadata only, unless ``DisableConfigWatchers``) mapped
   through the indexes of the ConfigMaps/Secrets each Kustomization reads.
+- with ``EnableDependencyQueueing`` (on by default): a Kustomization that becomes ready enqueues the
+  Kustomizations whose ``dependsOn`` names it, through an index on those references.
+
+Health waits release their worker (up to ``--concurrent-health-checks`` at once) unless
+``HoldWorkerDuringHealthChecks``; released waits listen for their Kustomization's deletion and
+suspension through the same hooks as ``CancelHealthCheckOnNewRevision``.
 
 Sources and Kustomizations are read from the informer caches (as upstream reads from its cache);
 dependencies, ConfigMaps and Secrets are read from the API server, never cached.
@@ -45,6 +51,12 @@ from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.dependents import (
+    DEPENDS_ON_INDEX,
+    DependentWaker,
+    dependency_index_keys,
+    dependency_update_passes,
+)
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, TriggerSource
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -64,7 +76,7 @@ from kustomize_controller.reconcile.watches import (
 )
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.controller import Controller, Request
-from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.informer import FuncHandler, Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.logs import configure_logging, get_logger
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
@@ -229,7 +241,11 @@ async def run_controller(
             direct=gates.enabled("DirectSourceFetch"),
         )
         sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
-        hooks = EnqueueHooks() if gates.enabled("CancelHealthCheckOnNewRevision") else None
+        cancel_on_any = gates.enabled("CancelHealthCheckOnNewRevision")
+        # Health waits released from their worker listen for their object's deletion and suspension
+        # even without the gate, so no wait outlives its Kustomization (reconcile/interrupt.py).
+        max_detached = 0 if gates.enabled("HoldWorkerDuringHealthChecks") else settings.concurrent_health_checks
+        hooks = EnqueueHooks() if cancel_on_any or max_detached else None
         reconciler = KustomizationReconciler(
             client=client,
             reader=readers,
@@ -250,6 +266,7 @@ async def run_controller(
                 ),
                 additive_cel_dependency_check=gates.enabled("AdditiveCELDependencyCheck"),
                 object_level_workload_identity=gates.enabled("ObjectLevelWorkloadIdentity"),
+                cancel_health_on_any_enqueue=cancel_on_any,
                 apply=ApplyStepOptions(
                     concurrent_ssa=settings.concurrent_ssa,
                     no_remote_bases=settings.no_remote_bases,
@@ -278,8 +295,11 @@ async def run_controller(
                 base_delay=settings.min_retry_delay.total_seconds(),
                 max_delay=settings.max_retry_delay.total_seconds(),
             ),
+            max_detached=max_detached,
         )
         _wire_watches(controller, manager, kustomizations, sources, settings, watch_namespace, hooks)
+        if gates.enabled("EnableDependencyQueueing"):
+            _wire_dependents(controller, kustomizations)
         manager.add_controller(controller)
         if on_manager is not None:
             on_manager(manager)
@@ -313,19 +333,30 @@ def _wire_watches(
     watch_namespace: str | None,
     hooks: EnqueueHooks | None,
 ) -> None:
-    def announce(kind: str, obj: Any, requests: list[Request]) -> list[Request]:
+    def announce(kind: str, obj: Any, requests: list[Request], *, final: bool = False) -> list[Request]:
         # CancelHealthCheckOnNewRevision: tell a reconcile of these objects that waits on health
         # checks what enqueued them again (upstream's wrapped event handlers).
         if hooks is not None:
             meta = obj.get("metadata") or {}
             source = TriggerSource(kind=kind, namespace=meta.get("namespace", ""), name=meta.get("name", ""))
             for request in requests:
-                hooks.dispatch(request, source)
+                hooks.dispatch(request, source, final=final)
         return requests
+
+    def own_event(obj: Any) -> list[Request]:
+        # final: deleting, deleted (no longer cached) or suspended — no health wait should go on
+        request = Request.for_object(obj)
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        final = (
+            bool(meta.get("deletionTimestamp"))
+            or bool(spec.get("suspend"))
+            or kustomizations.get(f"{request.namespace}/{request.name}") is None
+        )
+        return announce(KIND, obj, [request], final=final)
 
     controller.watch(
         kustomizations,
-        map_func=lambda obj: announce(KIND, obj, [Request.for_object(obj)]),
+        map_func=own_event,
         predicate=lambda old, new: old is None or kustomization_update_passes(old, new),
     )
     for kind, informer in sources.items():
@@ -367,6 +398,23 @@ def _wire_watches(
             map_func=_map_with_log(map_config, "config dependency change"),
             predicate=lambda old, new: old is None or config_update_passes(old, new),
         )
+
+
+def _wire_dependents(controller: Controller, kustomizations: Informer) -> None:
+    """``EnableDependencyQueueing``: a Kustomization that becomes ready enqueues its dependents at once
+    (reconcile/dependents.py); ``--requeue-dependency`` stays the fallback poll."""
+    kustomizations.add_indexer(DEPENDS_ON_INDEX, dependency_index_keys)
+    waker = DependentWaker(
+        indexed=lambda key: kustomizations.store.by_index(DEPENDS_ON_INDEX, key),
+        lookup=kustomizations.get,
+    )
+
+    def on_update(old: Any, new: Any) -> None:
+        if dependency_update_passes(old, new):
+            for key in waker.dependents(new):
+                controller.queue.add(Request(namespace=key.namespace, name=key.name))
+
+    kustomizations.add_handler(FuncHandler(update=on_update))
 
 
 def _source_indexer(kind: str) -> Callable[[Any], list[str]]:

@@ -41,6 +41,9 @@ FEATURE_GATE_DEFAULTS: Mapping[str, bool] = {
     "DirectSourceFetch": False,
     "MigrateAPIVersion": False,
     "ObjectLevelWorkloadIdentity": False,
+    # Ours, beyond upstream's defaults (docs/differences.md):
+    "EnableDependencyQueueing": True,
+    "HoldWorkerDuringHealthChecks": False,
 }
 
 
@@ -136,6 +139,7 @@ class Settings:
     build_concurrency: int = 0  # 0 = number of CPUs
     artifact_cache_max_size: int = 256 * 1024 * 1024
     build_cache_max_size: int = 16 * 1024 * 1024
+    concurrent_health_checks: int = 32
     runtime_namespace: str = ""
     progress_status_delay: timedelta = timedelta(seconds=2)
     # Conversion webhook of the old Kustomization versions (issue 18; ":9443" as controller-runtime's).
@@ -308,6 +312,9 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
           "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
           "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
+    _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
+          "The number of health checks that wait without holding one of the --concurrent workers; "
+          "beyond it a health check holds its worker, as upstream (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
@@ -378,6 +385,8 @@ def validate(settings: Settings) -> None:
         raise FlagError("--concurrent must be at least 1")
     if settings.concurrent_ssa < 1:
         raise FlagError("--concurrent-ssa must be at least 1")
+    if settings.concurrent_health_checks < 0:
+        raise FlagError("--concurrent-health-checks must not be negative")
     if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity"):
         for flag_name, value in (
             ("default-decryption-service-account", settings.default_decryption_service_account),

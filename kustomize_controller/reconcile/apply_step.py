@@ -3,7 +3,9 @@
 Every failure sets Ready=False with its reason (and a history entry once the build digest is known)
 and raises ``PipelineFailure`` carrying the message; the reconciler turns it into an event and a
 ``retryInterval`` requeue. A health wait interrupted by a new enqueue of the object (``ctx.interrupt``)
-raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. Nothing is written
+raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. A health wait that is
+not conclusive at the first look releases the reconcile's worker (``runtime.controller.release_worker``)
+and goes on without it; nothing else changes for it. Nothing is written
 to the cluster before the build succeeded, and the inventory only moves after a successful apply
 (survivors of a failed prune are merged back).
 
@@ -69,6 +71,7 @@ from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
 from kustomize_controller.reconcile.history import upsert
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.controller import release_worker
 
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
@@ -357,6 +360,10 @@ class ApplyStep:
         await ctx.progress()
 
         async def publish_wait() -> None:
+            # Not all healthy at the first look: what is left is waiting, which needs no worker. The
+            # controller lets this reconcile run on without one (bounded by --concurrent-health-checks;
+            # a no-op under HoldWorkerDuringHealthChecks); its key stays busy until the wait ends.
+            release_worker()
             # a re-verification whose objects are not all healthy at the first look: show the wait
             if ctx.hold_progress:
                 ctx.hold_progress = False

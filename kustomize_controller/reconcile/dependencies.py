@@ -13,8 +13,9 @@ Contract, for each reference in order (the first failure wins):
   ``lastAppliedRevision`` must equal the current artifact revision, else
   ``dependency '<ns/name>' revision is not up to date``.
 
-There is no watch on dependencies: a dependent that is not ready is requeued after
-``--requeue-dependency`` (the reconciler's job).
+A dependent that is not ready is requeued after ``--requeue-dependency`` (the reconciler's job);
+with ``EnableDependencyQueueing`` it is also woken as soon as a dependency becomes ready
+(``dependents.py``), the poll being the fallback.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Contract:
   recording what triggered it (the first trigger wins), and unregisters them.
 - Only the event handlers the application wires call ``dispatch`` (the Kustomization watch and the
   source/config map functions, as upstream's wrapped handlers); periodic and backoff requeues do not.
+- ``dispatch(..., final=True)`` marks an event after which waiting is pointless: the object is being
+  deleted, is gone, or is suspended. A listener registered with ``final_only=True`` fires only on
+  those (health waits released from their worker listen so even without the gate: no wait outlives
+  its Kustomization or holds its deletion); the others fire on every dispatch.
 - ``Interrupt.race(awaitable)`` runs the awaitable until it finishes or the interrupt fires (already
   fired → at once); on an interrupt the awaitable is cancelled and ``HealthCheckCanceledError`` is raised
   carrying the trigger. A result that is ready at the same time as the interrupt wins.
@@ -46,9 +50,10 @@ class HealthCheckCanceledError(Exception):
 
 
 class Interrupt:
-    def __init__(self) -> None:
+    def __init__(self, *, final_only: bool = False) -> None:
         self._fired = asyncio.Event()
         self.source: TriggerSource | None = None
+        self.final_only = final_only
 
     @property
     def fired(self) -> bool:
@@ -82,8 +87,8 @@ class EnqueueHooks:
         self._listeners: dict[Request, list[Interrupt]] = {}
 
     @contextlib.contextmanager
-    def listen(self, request: Request) -> Iterator[Interrupt]:
-        interrupt = Interrupt()
+    def listen(self, request: Request, *, final_only: bool = False) -> Iterator[Interrupt]:
+        interrupt = Interrupt(final_only=final_only)
         self._listeners.setdefault(request, []).append(interrupt)
         try:
             yield interrupt
@@ -94,9 +99,14 @@ class EnqueueHooks:
                 if not listeners:
                     del self._listeners[request]
 
-    def dispatch(self, request: Request, source: TriggerSource) -> None:
-        for interrupt in self._listeners.pop(request, []):
-            interrupt.fire(source)
+    def dispatch(self, request: Request, source: TriggerSource, *, final: bool = False) -> None:
+        listeners = self._listeners.pop(request, [])
+        staying = [i for i in listeners if i.final_only and not final]
+        for interrupt in listeners:
+            if not interrupt.final_only or final:
+                interrupt.fire(source)
+        if staying:
+            self._listeners[request] = staying
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._listeners.values())

@@ -8,8 +8,9 @@
 Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
 one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
 Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
-retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``) → Ready=False
-``HealthCheckCanceled`` and an immediate requeue; missing artifact / dependencies →
+retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``; for a wait released
+from its worker also by the object's deletion or suspension) → Ready=False ``HealthCheckCanceled`` and
+an immediate requeue, or nothing written when the object is gone; missing artifact / dependencies →
 ``--requeue-dependency``; transient API errors → raised (exponential backoff); terminal configuration
 errors → ``TerminalError``. A pipeline failure caused only by an unreachable API server (connection
 refused, disconnected, 5xx) is retried within seconds and shown as still in progress, not reported as
@@ -88,6 +89,10 @@ class ReconcilerOptions:
     apply: ApplyStepOptions = field(default_factory=ApplyStepOptions)
     # progress states are written only once a reconcile has run this long (context.py; 0: upstream)
     progress_status_delay: float = 0.0
+    cancel_health_on_any_enqueue: bool = True
+    """With ``hooks``: any enqueue event cancels a health wait (``CancelHealthCheckOnNewRevision``);
+    False: only the object's deletion, disappearance or suspension does (health waits released from
+    their worker, see ``apply_step``)."""
 
 
 def _compile_ready_expr(expression: str) -> BoolProgram:
@@ -110,8 +115,9 @@ class KustomizationReconciler:
         rng: random.Random | None = None,
         hooks: EnqueueHooks | None = None,
     ) -> None:
-        """``hooks``: set when ``CancelHealthCheckOnNewRevision`` is on; the application dispatches
-        enqueue events to it and health waits are cancelled by them."""
+        """``hooks``: set when ``CancelHealthCheckOnNewRevision`` is on or health waits release their
+        worker; the application dispatches enqueue events to it and health waits are cancelled by them
+        (by which ones: ``options.cancel_health_on_any_enqueue``)."""
         self._client = client
         self._reader = reader
         self._sources = sources
@@ -147,7 +153,8 @@ class KustomizationReconciler:
         )
         with contextlib.ExitStack() as stack:
             if self._hooks is not None:
-                ctx.interrupt = stack.enter_context(self._hooks.listen(request))
+                final_only = not self._options.cancel_health_on_any_enqueue
+                ctx.interrupt = stack.enter_context(self._hooks.listen(request, final_only=final_only))
             try:
                 async with ctx.publishing_progress():
                     return await self._reconcile(ctx)
@@ -159,6 +166,9 @@ class KustomizationReconciler:
     async def _finish(self, ctx: ReconcileContext) -> None:
         ks = ctx.ks
         name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
+        if ctx.extra.get("gone"):
+            self._metrics.delete(name=name, namespace=namespace)
+            return
         await self._finalize_status(ctx)
         if ks.metadata.deletion_timestamp is not None and FINALIZER not in ks.metadata.finalizers:
             self._metrics.delete(name=name, namespace=namespace)
@@ -280,6 +290,11 @@ class KustomizationReconciler:
             ctx.extra[_HISTORY_BEFORE] = copy.deepcopy(ks.status.history)
             await self._apply.run(ctx, artifact=artifact, readers=readers)
         except HealthCheckCanceledError as canceled:
+            if await self._reader.get_kustomization(ks.metadata.namespace or "", ks.metadata.name or "") is None:
+                # deleted while waiting (its finalizer removed by hand): nothing left to write to
+                _log.info("Kustomization gone, health checks stopped")
+                ctx.extra["gone"] = True
+                return Result()
             trigger = str(canceled.source)
             ctx.mark_false(READY, Reason.HEALTH_CHECK_CANCELED, f"New reconciliation triggered by {trigger}")
             _log.info("New reconciliation triggered, canceling health checks", trigger=trigger)

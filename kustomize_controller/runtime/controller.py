@@ -16,9 +16,21 @@ The user contract (controller-runtime ``pkg/reconcile``):
 Each reconcile runs with structlog context ``controller``, ``name``, ``namespace`` and a fresh
 ``reconcile_id`` (UUID) bound in contextvars, so every log line inside it carries them.
 
+Releasing the worker (``release_worker()``, ours): a reconcile that has only waiting left to do (a
+health check) may hand its worker back, so ``concurrency`` bounds reconciles that do work, not waits.
+The reconcile then runs on as a task the controller owns; its key stays *processing* in the queue
+until it returns, so one reconcile per key at a time still holds by construction (an add meanwhile
+marks the key dirty and it runs once more afterwards), and its ``Result`` is handled as any other.
+At most ``max_detached`` reconciles are released at once; beyond that (or with ``max_detached=0``)
+``release_worker()`` returns False and the reconcile keeps its worker, which is upstream's behaviour.
+The runtime knows nothing of what the reconcile waits for. The released reconcile is found through a
+context variable set for the reconcile's task (as Go passes values in a reconcile's ``ctx``).
+
 Shutdown (``stop``): the queue stops handing out work (queued keys are dropped), in-flight reconciles
 run to the end; ``run`` returns when the workers are idle. The manager bounds that wait with its
-grace period and cancels what is still running.
+grace period and cancels what is still running. Released reconciles are cancelled at ``stop`` (they
+only wait; the next leader or start reconciles the object again) and with everything else when
+``run`` is cancelled (lost leadership).
 
 Not promised: a reconcile timeout (off, as in controller-runtime's default); ordering between keys.
 """
@@ -26,6 +38,7 @@ Not promised: a reconcile timeout (off, as in controller-runtime's default); ord
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -85,6 +98,34 @@ class Reconciler(Protocol):
 MapFunc = Callable[[Obj], Iterable[Request]]
 
 
+class _WorkerSlot:
+    """The worker a running reconcile holds, and whether it has been released."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.released = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def release(self) -> bool:
+        if self.released.is_set():
+            return True
+        return self.controller._detach(self)
+
+
+# The worker slot of the reconcile running in the current task (None outside a releasable reconcile).
+_current_slot: contextvars.ContextVar[_WorkerSlot | None] = contextvars.ContextVar("worker_slot", default=None)
+
+
+def release_worker() -> bool:
+    """Hand the current reconcile's worker back to the pool; the reconcile continues (module docstring).
+
+    True when released (or already released); False when not possible: outside a controller's
+    reconcile, releasing disabled, the bound of released reconciles reached, or the controller stopping.
+    Call it only when what is left is waiting: the call itself never blocks."""
+    slot = _current_slot.get()
+    return slot.release() if slot is not None else False
+
+
 class Controller:
     def __init__(
         self,
@@ -97,9 +138,15 @@ class Controller:
         rate_limiter: RateLimiter[Request] | None = None,
         cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
         logger: Any = None,
+        max_detached: int = 0,
     ) -> None:
+        """``max_detached``: how many reconciles may release their worker at once (0: none)."""
         if concurrency < 1:
             raise ValueError(f"controller {name}: concurrency must be >= 1, got {concurrency}")
+        if max_detached < 0:
+            raise ValueError(f"controller {name}: max_detached must be >= 0, got {max_detached}")
+        self.max_detached = max_detached
+        self._detached: set[asyncio.Task[None]] = set()
         self.name = name
         self.reconciler = reconciler
         self.concurrency = concurrency
@@ -126,6 +173,7 @@ class Controller:
         self._panics = metrics.reconcile_panics_total.labels(controller=name)
         self._time = metrics.reconcile_time_seconds.labels(controller=name)
         self._active = metrics.active_workers.labels(controller=name)
+        self._detached_gauge = metrics.detached_reconciles.labels(controller=name)
 
     # ------------------------------------------------------------------------------------- sources
 
@@ -185,7 +233,7 @@ class Controller:
         try:
             async with asyncio.TaskGroup() as tg:
                 pump = tg.create_task(self.queue.run())
-                workers = [tg.create_task(self._worker()) for _ in range(self.concurrency)]
+                workers = [tg.create_task(self._worker(tg)) for _ in range(self.concurrency)]
                 await asyncio.gather(*workers)
                 pump.cancel()
         finally:
@@ -197,23 +245,60 @@ class Controller:
         self._stopping = True
         self._stop_event.set()
         self.queue.shut_down(discard_queued=True)
+        for task in list(self._detached):
+            task.cancel()
 
     @property
     def busy(self) -> bool:
         return bool(self.queue.processing)
 
-    async def _worker(self) -> None:
+    @property
+    def detached(self) -> int:
+        """Reconciles running without a worker (released by ``release_worker``)."""
+        return len(self._detached)
+
+    async def _worker(self, tg: asyncio.TaskGroup) -> None:
         while True:
             try:
                 req = await self.queue.get()
             except QueueShutDown:
                 return
+            if not self.max_detached:
+                try:
+                    await self.reconcile_handler(req)
+                finally:
+                    self.queue.done(req)
+                continue
+            slot = _WorkerSlot(self)
+            slot.task = tg.create_task(self._releasable(req, slot), name=f"reconcile {self.name} {req}")
+            released = asyncio.ensure_future(slot.released.wait())
             try:
-                await self.reconcile_handler(req)
+                await asyncio.wait([slot.task, released], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                self.queue.done(req)
+                released.cancel()
+                if not slot.task.done() and not slot.released.is_set():
+                    slot.task.cancel()  # this worker is being cancelled: so is the reconcile it holds
 
-    async def reconcile_handler(self, req: Request) -> None:
+    async def _releasable(self, req: Request, slot: _WorkerSlot) -> None:
+        _current_slot.set(slot)  # this task's own context copy: visible to this reconcile only
+        try:
+            await self.reconcile_handler(req, slot=slot)
+        finally:
+            self.queue.done(req)
+            if slot.task is not None and slot.task in self._detached:
+                self._detached.discard(slot.task)
+                self._detached_gauge.dec()
+
+    def _detach(self, slot: _WorkerSlot) -> bool:
+        if self._stopping or slot.task is None or len(self._detached) >= self.max_detached:
+            return False
+        self._detached.add(slot.task)
+        self._detached_gauge.inc()
+        self._active.dec()
+        slot.released.set()
+        return True
+
+    async def reconcile_handler(self, req: Request, *, slot: _WorkerSlot | None = None) -> None:
         """Run one reconcile and map its outcome onto queue operations and metrics (A3)."""
         start = self._clock.monotonic()
         self._active.inc()
@@ -255,5 +340,6 @@ class Controller:
                     self.queue.forget(req)
                     self._total["success"].inc()
         finally:
-            self._active.dec()
+            if slot is None or not slot.released.is_set():
+                self._active.dec()  # a released reconcile gave its worker back already
             self._time.observe(self._clock.monotonic() - start)

@@ -176,6 +176,13 @@ class RuntimeMetrics:
             ["controller"],
             registry=r,
         )
+        self.detached_reconciles = Gauge(
+            "controller_detached_reconciles",
+            "Number of reconciles that released their worker and run on (e.g. waiting on health checks) "
+            "per controller",
+            ["controller"],
+            registry=r,
+        )
         self.workqueue_depth = Gauge(
             "workqueue_depth", "Current depth of workqueue", ["name", "controller", "priority"], registry=r
         )
@@ -250,6 +257,7 @@ class RuntimeMetrics:
             counter.labels(controller=name).inc(0)
         self.max_concurrent_reconciles.labels(controller=name).set(max_concurrent)
         self.active_workers.labels(controller=name).set(0)
+        self.detached_reconciles.labels(controller=name).set(0)
 
     def queue(self, name: str, *, controller: str | None = None) -> WorkqueueMetrics:
         return WorkqueueMetrics(self, name=name, controller=controller or name)

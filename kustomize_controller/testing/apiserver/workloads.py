@@ -12,6 +12,8 @@ through the ``status`` subresource (manager ``kube-controller-manager``; the gen
 as the real Deployment controller's ``UpdateStatus`` does. ``ApiServer.resync_workload_status()`` writes
 the status of every simulated workload again (fresh condition times), as controllers do whenever their
 pods change.
+An object annotated ``NEVER_READY_ANNOTATION: "true"`` is left alone: it never becomes ready, as a
+Deployment on a cluster without nodes (benchmarks of broken apps use it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from .kinds import ResourceType
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 SIMULATED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
              ("batch", "Job"), ("", "Pod"), ("", "PersistentVolumeClaim")}
+
+
+NEVER_READY_ANNOTATION = "testing.kustomize-controller.io/never-ready"
 
 
 def _replicas(obj: dict[str, Any]) -> int:
@@ -83,6 +88,8 @@ def ready_status(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, A
 def needs_update(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, Any] | None:
     """The status to write, or None when the stored one already says ready for this generation."""
     if obj["metadata"].get("deletionTimestamp"):
+        return None
+    if (obj["metadata"].get("annotations") or {}).get(NEVER_READY_ANNOTATION) == "true":
         return None
     wanted = ready_status(rt, obj, now)
     if wanted is None:

@@ -21,7 +21,7 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.runtime.manager import Manager
-from kustomize_controller.settings import Settings, replace
+from kustomize_controller.settings import FeatureGates, Settings, replace
 from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 from tests.conftest import ClusterHandle
@@ -55,6 +55,13 @@ class ControllerEnv:
         self.task = asyncio.create_task(
             run_controller(self.settings, handle_signals=False, on_manager=self._set_manager)
         )
+
+    def gates(self, **overrides: bool) -> FeatureGates:
+        """The feature gates of ``settings`` with ``overrides`` applied (for ``start(feature_gates=...)``)."""
+        return FeatureGates(values={**self.settings.feature_gates.values, **overrides})
+
+    def set_gates(self, **overrides: bool) -> None:
+        self.settings = replace(self.settings, feature_gates=self.gates(**overrides))
 
     def _set_manager(self, manager: Manager) -> None:
         self.manager = manager
@@ -217,6 +224,14 @@ class ControllerEnv:
         except NotFoundError:
             return False
         return True
+
+
+@pytest.fixture(params=["released", "held"])
+def wait_mode(request: pytest.FixtureRequest, env: ControllerEnv) -> str:
+    """Run a test with health waits released from their worker (our default) and held by it
+    (``HoldWorkerDuringHealthChecks``, upstream's behaviour)."""
+    env.set_gates(HoldWorkerDuringHealthChecks=request.param == "held")
+    return str(request.param)
 
 
 def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ import pytest
 from tests.integration.controller.conftest import ControllerEnv
 from tests.integration.controller.manifests import configmap
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("wait_mode")]  # both health-wait modes
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,11 @@
 """``spec.dependsOn`` (upstream ``kustomization_dependson_test.go``): a dependent waits, polling every
 ``--requeue-dependency``, until each dependency is Ready for its current generation and — when both use
-the same source — has applied the same revision."""
+the same source — has applied the same revision. Every test runs with dependents woken by their
+dependencies (``EnableDependencyQueueing``, our default) and with polling only (upstream)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 
@@ -10,6 +13,12 @@ from tests.integration.controller.conftest import ControllerEnv, condition, cond
 from tests.integration.controller.manifests import configmap
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["queueing", "polling"])
+def queueing(request: pytest.FixtureRequest, env: ControllerEnv) -> bool:
+    env.set_gates(EnableDependencyQueueing=request.param)
+    return bool(request.param)
 
 
 def not_ready(obj: dict) -> bool:  # type: ignore[type-arg]
@@ -94,3 +103,20 @@ async def test_invalid_ready_expr_is_terminal(env: ControllerEnv) -> None:
     assert condition_message(obj, "Ready").startswith(
         "Reconciliation failed terminally due to configuration error: failed to evaluate dependency dep: ")
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+
+
+async def test_a_chain_is_woken_by_its_dependencies_not_the_poll(env: ControllerEnv, queueing: bool) -> None:
+    if not queueing:
+        pytest.skip("polling only: the chain would take three --requeue-dependency intervals")
+    ns = env.namespace
+    chain = ["c1", "c2", "c3", "c4"]
+    artifact = await env.publish({f"{name}/cm.yaml": configmap(name) for name in chain})
+    await env.start(requeue_dependency=timedelta(minutes=10))  # only a wake-up can finish within the test
+    # dependents first: each finds its dependency missing or not ready and would poll in 10 minutes
+    for name, dep in reversed(list(zip(chain[1:], chain, strict=False))):
+        await env.create(env.kustomization(name, targetNamespace=ns, path=f"./{name}", dependsOn=[{"name": dep}]))
+        await env.wait_for(name, not_ready)
+    await env.create(env.kustomization("c1", targetNamespace=ns, path="./c1"))
+    for name in chain:
+        await env.wait_ready(name, revision=artifact["revision"], within=60)
+

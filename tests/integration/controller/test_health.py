@@ -11,7 +11,7 @@ import pytest
 from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
 from tests.integration.controller.manifests import configmap, deployment
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("wait_mode")]  # both health-wait modes
 
 WIDGET_CRD = """apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

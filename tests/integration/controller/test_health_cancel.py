@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from kustomize_controller.settings import FEATURE_GATE_DEFAULTS, FeatureGates
 from tests.integration.controller.conftest import ControllerEnv, condition
 from tests.integration.controller.manifests import configmap, deployment
 
-pytestmark = pytest.mark.integration
-
-GATES = FeatureGates(values={**FEATURE_GATE_DEFAULTS, "CancelHealthCheckOnNewRevision": True})
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("wait_mode")]  # both health-wait modes
 
 
 def waiting(obj: dict) -> bool:  # type: ignore[type-arg]
@@ -24,7 +21,7 @@ async def test_new_revision_cancels_the_health_wait(env: ControllerEnv) -> None:
     env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
-    await env.start(feature_gates=GATES)
+    await env.start(feature_gates=env.gates(CancelHealthCheckOnNewRevision=True))
     await env.create(env.kustomization(targetNamespace=ns, wait=True, timeout="5m"))
     await env.wait_for("app", waiting)
 
@@ -43,7 +40,7 @@ async def test_requested_reconcile_cancels_and_reports_the_trigger(env: Controll
     env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
-    await env.start(feature_gates=GATES)
+    await env.start(feature_gates=env.gates(CancelHealthCheckOnNewRevision=True))
     await env.create(env.kustomization(targetNamespace=ns, wait=True, timeout="5m"))
     await env.wait_for("app", waiting)
     await env.request_reconcile()
@@ -62,7 +59,7 @@ async def test_deletion_cancels_the_health_wait(env: ControllerEnv) -> None:
     env.cluster.require_server()  # a Deployment that never becomes ready
     ns = env.namespace
     await env.publish({"deploy.yaml": deployment("web")})
-    await env.start(feature_gates=GATES)
+    await env.start(feature_gates=env.gates(CancelHealthCheckOnNewRevision=True))
     await env.create(env.kustomization(targetNamespace=ns, wait=True, timeout="5m"))
     await env.wait_for("app", waiting)
     await env.delete_ks()

@@ -8,7 +8,7 @@ import pytest
 from tests.integration.controller.conftest import ControllerEnv, condition
 from tests.integration.controller.manifests import configmap, deployment
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("wait_mode")]  # both health-wait modes
 
 
 async def test_wait_covers_every_applied_object(env: ControllerEnv) -> None:

@@ -357,3 +357,26 @@ def test_strict_targets_are_not_met_on_the_boundary(result: dict[str, Any], star
 @pytest.mark.parametrize(("value", "text"), [(99.96, "100"), (9.996, "10.0"), (99.94, "99.9"), (-99.96, "-100")])
 def test_fmt_chooses_decimals_after_rounding(value: float, text: str) -> None:
     assert report._fmt(value) == text
+
+
+def test_summary_starvation_and_chain_rows_judge_the_medians() -> None:
+    results = [
+        run("starvation", 100, {"starvation.released_s": 13.0}),
+        run("starvation", 100, {"starvation.released_s": 11.0}),
+        run("starvation", 100, {"starvation.no_broken_s": 10.0}),
+        run("starvation", 100, {"starvation.held_s": 250.0}),
+        run("chain", 10, {"chain.events_s": 4.0, "chain.polling_s": 270.0}),
+    ]
+    lines = report.summary(data_of(results))
+    starvation = next(line for line in lines if "broken health waits" in line)
+    assert "12.0 [11.0–13.0] (no broken ones: 10.0)" in starvation
+    assert "worker-held (upstream): 250" in starvation and "(12.0 s)" in starvation
+    assert starvation.endswith("| met |")  # 12.0 ≤ 1.2 × 10.0
+    chain = next(line for line in lines if "dependency chain of 10" in line)
+    assert "| 4.00 | polling (upstream): 270 | < 10 s | met |" in chain
+    slow = report.summary(data_of([run("starvation", 100, {"starvation.released_s": 12.5,
+                                                           "starvation.no_broken_s": 10.0}),
+                                   run("chain", 10, {"chain.events_s": 10.0})]))
+    assert all(line.endswith("| **not met** |") for line in slow if "broken" in line or "chain" in line)
+    missing = report.summary(data_of([run("starvation", 100, {"starvation.released_s": 12.5})]))
+    assert next(line for line in missing if "broken" in line).endswith("| not measured |")

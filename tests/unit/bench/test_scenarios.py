@@ -69,3 +69,11 @@ def test_delta_by_method_counts_methods_new_since_before_and_drops_unchanged_one
 def test_delta_by_method_of_identical_samples_is_empty() -> None:
     samples = {(REQ, GET): 10.0}
     assert scenarios._delta_by_method(samples, dict(samples)) == {}
+
+
+def test_issue15_variants_repeat_the_fast_ones_interleaved_in_alternating_order() -> None:
+    from bench import health_waits
+
+    plan = health_waits.plan_variants(health_waits.STARVATION_VARIANTS, quick=False)
+    assert plan == ["released", "no_broken", "no_broken", "released", "released", "no_broken", "held"]
+    assert health_waits.plan_variants(health_waits.CHAIN_VARIANTS, quick=True) == ["events", "polling"]

@@ -69,3 +69,17 @@ async def test_errors_of_the_awaitable_propagate() -> None:
 
     with EnqueueHooks().listen(REQ) as interrupt, pytest.raises(ValueError):
         await interrupt.race(boom())
+
+
+async def test_final_only_listeners_wait_for_deletion_or_suspension() -> None:
+    hooks = EnqueueHooks()
+    with hooks.listen(REQ, final_only=True) as released, hooks.listen(REQ) as gated:
+        hooks.dispatch(REQ, SOURCE)  # a new revision: only the gate's listener cares
+        assert gated.fired and not released.fired
+        assert len(hooks) == 1
+        owner = TriggerSource(kind="Kustomization", namespace="ns", name="app")
+        hooks.dispatch(REQ, owner, final=True)
+        assert released.fired and released.source == owner
+        with pytest.raises(HealthCheckCanceledError):
+            await released.race(asyncio.sleep(3600))
+    assert len(hooks) == 0

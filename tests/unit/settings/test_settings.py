@@ -53,6 +53,8 @@ def test_defaults_match_upstream() -> None:
         (["--log-encoding", "console"], "log_encoding", "console"),
         (["--override-manager", "a", "--override-manager=b,c"], "override_managers", ("a", "b,c")),
         (["--metrics-addr="], "metrics_addr", ""),
+        ([], "concurrent_health_checks", 32),
+        (["--concurrent-health-checks=0"], "concurrent_health_checks", 0),
     ],
 )
 def test_go_flag_syntax(argv: list[str], attr: str, expected: object) -> None:
@@ -78,6 +80,7 @@ def test_bool_flag_does_not_consume_next_argument() -> None:
         (["--interval-jitter-percentage=100"], "must be a non-negative value and less than 100"),
         (["--interval-jitter-percentage=300"], "value out of range"),
         (["--log-encoding=xml"], "invalid log encoding"),
+        (["--concurrent-health-checks=-1"], "--concurrent-health-checks must not be negative"),
         (["--feature-gates=Bogus=true"], "feature-gate 'Bogus' not supported"),
         (["--feature-gates=ExternalArtifact"], "missing bool value"),
         (["--default-decryption-service-account=sa"], "ObjectLevelWorkloadIdentity"),

@@ -78,3 +78,14 @@ def test_workload_simulation_only_when_not_ready_yet():
     assert needs_update(CONFIGMAP, base(CONFIGMAP), "t") is None
     terminating = {**deployment, "metadata": {**deployment["metadata"], "deletionTimestamp": "t"}}
     assert needs_update(DEPLOYMENT, terminating, "t") is None
+
+
+def test_workload_simulation_leaves_never_ready_objects_alone():
+    from kustomize_controller.testing.apiserver.workloads import NEVER_READY_ANNOTATION
+
+    deployment = base(DEPLOYMENT)
+    deployment["spec"] = {"replicas": 1}
+    broken = {**deployment, "metadata": {**deployment["metadata"], "annotations": {NEVER_READY_ANNOTATION: "true"}}}
+    assert needs_update(DEPLOYMENT, broken, "t") is None
+    other = {**deployment, "metadata": {**deployment["metadata"], "annotations": {NEVER_READY_ANNOTATION: "no"}}}
+    assert needs_update(DEPLOYMENT, other, "t") is not None
