@@ -5,8 +5,9 @@
     → feature-gate check → resolve source → artifact? → dependsOn → ``_apply_revision``:
     fetch → build → apply → inventory → prune → health → Ready.
 
-Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
-one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
+Every exit but a cancellation (shutdown) runs ``_finalize_status`` (lastHandledReconcileAt,
+Reconciling/observedGeneration rules, one status patch), records the duration metric, and — when
+Ready — emits "Reconciliation finished".
 Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
 retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``) → Ready=False
 ``HealthCheckCanceled`` and an immediate requeue; missing artifact / dependencies →
@@ -19,6 +20,7 @@ the apply engine runs only on a successful build, prune only after a successful 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 from dataclasses import dataclass, field
@@ -137,9 +139,16 @@ class KustomizationReconciler:
             if self._hooks is not None:
                 ctx.interrupt = stack.enter_context(self._hooks.listen(request))
             try:
-                return await self._reconcile(ctx)
-            finally:
+                result = await self._reconcile(ctx)
+            except asyncio.CancelledError:
+                # shutdown cancelled this reconcile (upstream: its context): no status write on the way
+                # out, as upstream's patch with a cancelled context fails; the next run starts over
+                raise
+            except BaseException:
                 await self._finish(ctx)
+                raise
+            await self._finish(ctx)
+            return result
 
     async def _finish(self, ctx: ReconcileContext) -> None:
         ks = ctx.ks

@@ -16,9 +16,13 @@ The user contract (controller-runtime ``pkg/reconcile``):
 Each reconcile runs with structlog context ``controller``, ``name``, ``namespace`` and a fresh
 ``reconcile_id`` (UUID) bound in contextvars, so every log line inside it carries them.
 
-Shutdown (``stop``): the queue stops handing out work (queued keys are dropped), in-flight reconciles
-run to the end; ``run`` returns when the workers are idle. The manager bounds that wait with its
-grace period and cancels what is still running.
+Shutdown (``stop``): the queue stops handing out work (queued keys are dropped) and in-flight
+reconciles are cancelled at once — controller-runtime cancels the context every reconcile runs with
+as soon as the manager stops, and a reconcile may be waiting on anything (a health check for
+minutes, an API call to a server that is going away); letting it run on made a SIGTERM wait out the
+whole grace period. A reconcile sees ``CancelledError`` at its current ``await``; its cleanup code
+runs and the key is neither retried nor counted as a result. ``run`` returns when the workers are
+idle; the manager bounds that wait with its grace period (for cleanup that does not end).
 
 Not promised: a reconcile timeout (off, as in controller-runtime's default); ordering between keys.
 """
@@ -116,6 +120,7 @@ class Controller:
         self._log = logger or get_logger("controller", controller=name)
         self._stopping = False
         self._stop_event = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
         metrics.controller(name, max_concurrent=concurrency)
         self._total = {
             r: metrics.reconcile_total.labels(controller=name, result=r)
@@ -185,18 +190,27 @@ class Controller:
         try:
             async with asyncio.TaskGroup() as tg:
                 pump = tg.create_task(self.queue.run())
-                workers = [tg.create_task(self._worker()) for _ in range(self.concurrency)]
-                await asyncio.gather(*workers)
+                self._workers = [tg.create_task(self._worker()) for _ in range(self.concurrency)]
+                # a worker cancelled by ``stop`` ends with CancelledError: that is its normal end here
+                await asyncio.gather(*self._workers, return_exceptions=True)
                 pump.cancel()
         finally:
             self.queue.shut_down(discard_queued=True)
+            self._workers = []
             self._log.info("All workers finished")
 
     def stop(self) -> None:
-        """Stop taking work; in-flight reconciles finish, queued keys are dropped."""
+        """Stop taking work: queued keys are dropped and in-flight reconciles cancelled (module contract)."""
         self._stopping = True
         self._stop_event.set()
         self.queue.shut_down(discard_queued=True)
+        self._cancel_workers()
+
+    def _cancel_workers(self) -> None:
+        # idle workers would end on QueueShutDown by themselves; cancelling them too is harmless
+        for worker in self._workers:
+            if not worker.done():
+                worker.cancel()
 
     @property
     def busy(self) -> bool:
