@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from . import errors
+from .defaults import apply_defaults
 from .kinds import ResourceType
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -63,11 +64,18 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, now: datetime) -> d
 
 
 def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
-    """Kind-specific conversions and allocations the real server makes on every write (in place)."""
+    """Kind-specific conversions, defaults and allocations the real server makes on every write (in
+    place; defaults.py has the tables)."""
     if rt.kind == "Secret" and not rt.group:
         _secret_string_data(obj)
     elif rt.kind == "Service" and not rt.group:
         _service_addresses(obj, old)
+    if not rt.custom:
+        try:
+            apply_defaults(rt.group, rt.kind, obj)
+        except ValueError as err:
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"{err}") from err
     return obj
 
 
@@ -99,6 +107,18 @@ def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         spec["clusterIP"] = f"10.96.{secrets.randbelow(256)}.{1 + secrets.randbelow(254)}"
     if spec.get("clusterIP") and not spec.get("clusterIPs"):
         spec["clusterIPs"] = [spec["clusterIP"]]
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        _node_ports(spec, old_spec)
+
+
+def _node_ports(spec: dict[str, Any], old_spec: dict[str, Any]) -> None:
+    """A NodePort/LoadBalancer port without ``nodePort`` keeps the one it had, else gets one of 30000-32767."""
+    previous = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
+                for p in old_spec.get("ports") or [] if isinstance(p, dict)}
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict) and not port.get("nodePort"):
+            port["nodePort"] = previous.get((port.get("port"), port.get("protocol", "TCP"))) or (
+                30000 + secrets.randbelow(2768))
 
 
 def _initial_status(rt: ResourceType) -> dict[str, Any]:
