@@ -115,7 +115,7 @@ def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
             return f"{ref} namespace not specified: {msg}"
         return f"{ref} not found: {msg}"
     reason = err.reason if isinstance(err, ApiError) else ""
-    if isinstance(err, ApiError) and any(c.get("type") == "FieldManagerConflict" for c in err.causes):
+    if isinstance(err, ApiError) and any(c.get("reason") == "FieldManagerConflict" for c in err.causes):
         reason = "FieldManagerConflict"
     return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"
 

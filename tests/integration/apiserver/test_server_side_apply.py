@@ -48,7 +48,7 @@ async def test_conflict_with_an_update_manager_and_force(cluster):
         assert status == 409
         assert body["reason"] == "Conflict"
         assert body["message"] == ('Apply failed with 1 conflict: conflict with "other-manager" using v1: .data.k')
-        assert body["details"]["causes"] == [{"type": "FieldManagerConflict",
+        assert body["details"]["causes"] == [{"reason": "FieldManagerConflict",
                                               "message": 'conflict with "other-manager" using v1',
                                               "field": ".data.k"}]
         assert "name" not in body["details"] and "kind" not in body["details"]

@@ -104,7 +104,7 @@ def interleave(live: list[Any], applied: list[Any], key: Callable[[Any], str],
 
 
 def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiStatusError:
-    causes = [{"type": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
               for e, p in conflicts]
     if len(conflicts) == 1:
         entry, path = conflicts[0]
