@@ -25,7 +25,7 @@ from ..errors import ApiStatusError
 from ..kinds import ResourceType
 from ..schema import FieldNames, list_type
 from .fieldsets import MISSING, Path, fields_of, has_descendant, item_key, path_string, remove_path, value_at
-from .managed import Entry, find, load, status_scope, store
+from .managed import Entry, before_first_apply, find, load, status_scope, store
 
 
 def structured_merge(rt: ResourceType, live: Any, applied: Any, names: FieldNames = ()) -> Any:
@@ -133,6 +133,8 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
     applied_fields = fields_of(rt, config, status=scope)
 
     entries = load(live)
+    if live is not None and not entries:
+        entries = [before_first_apply(rt, live, subresource=subresource, now=now)]
     identity = (manager, "Apply", subresource, "")
     mine = find(entries, identity)
     previous = mine.fields if mine is not None else set()
