@@ -197,6 +197,8 @@ class Api:
             raise errors.method_not_allowed()
         if target.subresource and verb not in ("get", "patch", "update"):
             raise errors.method_not_allowed()
+        if target.subresource == "finalize" and verb != "update":  # namespaces/finalize: PUT only
+            raise errors.method_not_allowed()
         if (verb == "create" and target.name) or (verb in ("update", "patch") and not target.name):
             raise errors.method_not_allowed()
         if rt.namespaced and target.namespace is None and verb not in ("list", "watch"):
@@ -214,7 +216,7 @@ class Api:
             field_text = q.get("fieldSelector")
             if target.name:  # the deprecated single-object watch path: a watch narrowed to that name
                 field_text = ",".join(filter(None, [field_text, f"metadata.name={target.name}"]))
-            fields = parse_field_selector(field_text, rt.kind)
+            fields = parse_field_selector(field_text, rt.kind, builtin=not rt.custom)
             if verb == "watch":
                 timeout = float(_int(q.get("timeoutSeconds"), "timeoutSeconds") or self.options.watch_timeout)
                 return await serve_watch(request, cluster.storage, WatchRequest(

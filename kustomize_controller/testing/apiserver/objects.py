@@ -9,7 +9,7 @@ Contract (mirrors the registry strategies of kube-apiserver):
   when anything outside ``metadata`` (and ``status`` when it has the subresource) changes, and for
   Deployments also when annotations change.
 - update through ``/status``: everything but ``status`` (and ``managedFields``) comes from the stored
-  object; generation never moves.
+  object; generation never moves. Through a Namespace's ``/finalize``: only ``spec.finalizers`` changes.
 Functions return new dicts; inputs are not mutated.
 """
 
@@ -23,9 +23,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from . import errors
+from . import errors, events
 from .defaults import apply_defaults
 from .kinds import ResourceType
+from .validation import check_micro_times
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _IGNORED_TOP = frozenset({"metadata", "apiVersion", "kind"})
@@ -71,6 +72,7 @@ def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None)
     elif rt.kind == "Service" and not rt.group:
         _service_addresses(obj, old)
     if not rt.custom:
+        check_micro_times(rt, obj)
         try:
             apply_defaults(rt.group, rt.kind, obj)
         except ValueError as err:
@@ -146,6 +148,10 @@ def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> 
 def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None
                    ) -> dict[str, Any]:
     """The object to store for an update of ``old`` by the client-supplied ``new``."""
+    if subresource == "finalize":  # namespaces/finalize: only spec.finalizers comes from the request
+        finalized = copy.deepcopy(old)
+        finalized.setdefault("spec", {})["finalizers"] = copy.deepcopy((new.get("spec") or {}).get("finalizers") or [])
+        return finalized
     if subresource == "status":
         status_only = copy.deepcopy(old)
         if "status" in new:
@@ -195,9 +201,12 @@ def semantically_equal(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 
 def with_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
-    """``obj`` as read through ``rt`` (another served version of the same resource: apiVersion only)."""
+    """``obj`` as read through ``rt`` (another served version of the same resource: apiVersion only;
+    an Event through events.k8s.io: its shape, see events.py)."""
     if obj.get("apiVersion") == rt.api_version:
         return obj
+    if events.is_events_api(rt):
+        return events.view(rt, obj)
     view = dict(obj)
     view["apiVersion"] = rt.api_version
     return view
