@@ -308,15 +308,17 @@ class Cluster:
         """Delete or mark for deletion; returns (response body, whether it is the object itself)."""
         live = self._live(rt, namespace, name)
         preconditions = (options or {}).get("preconditions") or {}
+        # rest.BeforeDelete's words; it names the group and *kind* where other conflicts name the resource
         if preconditions.get("uid") and preconditions["uid"] != live["metadata"]["uid"]:
-            raise errors.conflict(rt.plural, rt.group, name, (
-                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: "
-                f"{live['metadata']['uid']}"))
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
+                f"({live['metadata']['uid']}). The object might have been deleted and then recreated"))
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != live["metadata"][
                 "resourceVersion"]:
-            raise errors.conflict(rt.plural, rt.group, name, (
-                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
-                f"ResourceVersion in object meta: {live['metadata']['resourceVersion']}"))
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({live['metadata']['resourceVersion']}). The object might have been "
+                "modified"))
         policy = (options or {}).get("propagationPolicy")
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
             raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [FieldError(

@@ -176,9 +176,12 @@ class Api:
         rt = target.rt
         q = request.query
         method = request.method
-        watch = q.get("watch", "").lower() in ("true", "1")
+        # an object's own path ignores ?watch=true (a real server answers a GET); /watch/ paths always watch
+        watch = target.watch_path or (q.get("watch", "").lower() in ("true", "1") and not target.name)
         if method == "GET":
             verb = "watch" if watch else ("get" if target.name else "list")
+        elif target.watch_path:
+            raise errors.method_not_allowed()
         elif method == "POST":
             verb = "create"
         elif method == "PUT":
@@ -214,7 +217,7 @@ class Api:
         if verb in ("list", "watch", "deletecollection"):
             labels = parse_label_selector(q.get("labelSelector"))
             field_text = q.get("fieldSelector")
-            if target.name:  # the deprecated single-object watch path: a watch narrowed to that name
+            if target.name:  # the deprecated /watch/ path to one object: a watch narrowed to that name
                 field_text = ",".join(filter(None, [field_text, f"metadata.name={target.name}"]))
             fields = parse_field_selector(field_text, rt.kind, builtin=not rt.custom)
             if verb == "watch":
