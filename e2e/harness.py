@@ -181,6 +181,9 @@ class ControllerProcess:
             f"--health-addr=127.0.0.1:{self.health_port}",
             "--log-encoding=json",
             "--log-level=debug",
+            # only the test's namespace (RUNTIME_NAMESPACE): Kustomizations other runs left elsewhere are
+            # not this controller's business
+            "--watch-all-namespaces=false",
             *self.extra_args,
         ]
 
