@@ -10,8 +10,8 @@ Given the live object (or none), an applied configuration and a field manager:
    Setting a field to the value it already has never conflicts: ownership is shared.
 4. The manager's Apply entry becomes exactly the set of fields it sent.
 
-Approximations (docs/testing.md): no defaulting of the applied configuration; ``null`` in an applied
-configuration removes the field.
+Approximations (docs/testing.md): the applied configuration itself is not defaulted (the merged result is,
+as every write); ``null`` in an applied configuration removes the field.
 """
 
 from __future__ import annotations
