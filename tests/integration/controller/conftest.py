@@ -10,7 +10,9 @@ tests left: the controller watches only the test's namespace (``--watch-all-name
 that reaches into other namespaces creates them with ``env.create_namespace`` (named ``<namespace>-…``)
 and starts the controller with ``watch_all_namespaces=True``. Teardown stops the controller, then removes
 every Kustomization in those namespaces (finalizers stripped first: no controller is left to release
-them) and deletes the ``<namespace>-…`` namespaces; the ``cluster`` fixture deletes the test namespace.
+them) together with the cluster-scoped objects of its inventory that still carry its owner labels (CRDs,
+namespaces: they would outlive the test namespace), and deletes the ``<namespace>-…`` namespaces; the
+``cluster`` fixture deletes the test namespace.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from typing import Any
 
 import pytest
 
+from kustomize_controller.api.inventory import InventoryIdError, parse_inventory_id
+from kustomize_controller.apply.selectors import has_owner_labels, owner_labels
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import Settings, replace
@@ -82,6 +87,7 @@ class ControllerEnv:
         for namespace in [self.namespace, *extra]:
             for ks in await self.client.list(KS_API, "Kustomization", namespace):
                 name = ks["metadata"]["name"]
+                await self._delete_cluster_scoped_inventory(ks)
                 with contextlib.suppress(NotFoundError):
                     if ks["metadata"].get("finalizers"):
                         await self.client.patch(KS_API, "Kustomization", name, namespace,
@@ -95,6 +101,21 @@ class ControllerEnv:
         for namespace in extra:
             with contextlib.suppress(NotFoundError):
                 await self.client.delete("v1", "Namespace", namespace)
+
+    async def _delete_cluster_scoped_inventory(self, ks: Mapping[str, Any]) -> None:
+        owner = owner_labels(ks["metadata"]["name"], ks["metadata"]["namespace"])
+        for entry in ((ks.get("status") or {}).get("inventory") or {}).get("entries") or []:
+            try:
+                oid = parse_inventory_id(str(entry.get("id", "")))
+            except InventoryIdError:
+                continue
+            if oid.namespace:
+                continue  # goes with its namespace
+            api_version = f"{oid.group}/{entry.get('v', '')}" if oid.group else str(entry.get("v", ""))
+            with contextlib.suppress(NotFoundError, NoKindMatchError):
+                live = await self.client.get(api_version, oid.kind, oid.name)
+                if has_owner_labels(live, owner):
+                    await self.client.delete(api_version, oid.kind, oid.name)
 
     async def metrics_url(self) -> str:
         for _ in range(600):
@@ -247,6 +268,13 @@ class ControllerEnv:
             ok = condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
             return ok and (revision is None or status.get("lastAppliedRevision") == revision)
         return await self.wait_for(name, ready, within=within)
+
+    async def exists_cluster_scoped(self, api_version: str, kind: str, name: str) -> bool:
+        try:
+            await self.client.get(api_version, kind, name)
+        except NotFoundError:
+            return False
+        return True
 
     async def exists(self, api_version: str, kind: str, name: str) -> bool:
         try:

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.integration
 async def test_clean_up_removes_kustomizations_finalizers_and_extra_namespaces(env: ControllerEnv) -> None:
     ns = env.namespace
     other = f"{ns}-extra"
-    artifact = await env.publish({"cm.yaml": configmap("a")})
+    role = (f"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {ns}-reader\n"
+            "rules:\n  - apiGroups: ['']\n    resources: [configmaps]\n    verbs: [get]\n")
+    artifact = await env.publish({"cm.yaml": configmap("a"), "role.yaml": role})
     await env.create_namespace(other)
     await env.start()
     await env.create(env.kustomization(targetNamespace=ns))
@@ -30,3 +32,5 @@ async def test_clean_up_removes_kustomizations_finalizers_and_extra_namespaces(e
     names = {n["metadata"]["name"]: n for n in await env.client.list("v1", "Namespace")}
     # gone, or on a real cluster still being emptied by its namespace controller
     assert other not in names or names[other]["metadata"].get("deletionTimestamp")
+    # cluster-scoped objects of the inventory would outlive the namespace: gone too
+    assert not await env.exists_cluster_scoped("rbac.authorization.k8s.io/v1", "ClusterRole", f"{ns}-reader")
