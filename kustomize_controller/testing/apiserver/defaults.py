@@ -17,8 +17,8 @@ Contract:
   CronJob and ReplicationController, as the real server's generated defaulters share them.
 
 Not promised (listed in docs/testing.md): admission plugins (a Pod's service account, tolerations,
-priority), a Job's generated selector and controller-uid labels, feature-gated defaults whose state
-in v1.36 we did not observe (StatefulSet ``maxUnavailable``).
+priority), feature-gated defaults whose state in v1.36 we did not observe (StatefulSet
+``maxUnavailable``). A Job's generated selector is the create strategy's work (objects.py), not a default.
 """
 
 from __future__ import annotations
@@ -192,6 +192,15 @@ NETWORK_POLICY_PORTS: tuple[Rule, ...] = (Each(("ports",), (Set(("protocol",), "
 # ------------------------------------------------------------------------------------------- kinds
 
 
+def _job_labels(job: Node) -> Any:
+    """A Job without labels of its own takes its pod template's (``SetDefaults_Job``)."""
+    meta = job.get("metadata") or {}
+    if meta.get("labels"):
+        return None
+    labels = ((job.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels")
+    return copy.deepcopy(labels) if labels else None
+
+
 def _rolling(spec: Node) -> bool:
     return (spec.get("type") or "RollingUpdate") == "RollingUpdate"
 
@@ -250,7 +259,7 @@ KINDS: dict[tuple[str, str], tuple[Rule, ...]] = {
         Set(("replicas",), 1),
         Nested(("template",), POD_TEMPLATE),
     )),),
-    ("batch", "Job"): (Nested(("spec",), (
+    ("batch", "Job"): (Compute(("metadata", "labels"), _job_labels), Nested(("spec",), (
         Set(("completions",), 1, when=lambda spec: "parallelism" not in spec),
         Set(("parallelism",), 1),
         Set(("backoffLimit",), 6, when=lambda spec: "backoffLimitPerIndex" not in spec),

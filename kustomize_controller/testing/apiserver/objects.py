@@ -78,7 +78,26 @@ def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None)
         except ValueError as err:
             raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
                                      f"{err}") from err
+    if rt.kind == "Job" and rt.group == "batch" and old is None:
+        _job_selector(obj)  # the create strategy, after defaulting (which decoding did)
     return obj
+
+
+def _job_selector(job: dict[str, Any]) -> None:
+    """A new Job without ``manualSelector`` gets the selector and pod labels the real Job strategy
+    generates from its uid (a selector the client sent is left alone here; see docs/testing.md)."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector") or spec.get("selector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    template = spec.setdefault("template", {})
+    if not isinstance(template, dict):
+        return
+    meta = template.setdefault("metadata", {})
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta["labels"] = {**labels, "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                      "controller-uid": uid, "job-name": name}
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
 def _secret_string_data(obj: dict[str, Any]) -> None:

@@ -158,6 +158,13 @@ async def test_workload_kind_defaults(cluster) -> None:
     assert ds["spec"]["revisionHistoryLimit"] == 10
     assert (job["spec"]["completions"], job["spec"]["parallelism"], job["spec"]["backoffLimit"]) == (1, 1, 6)
     assert job["spec"]["completionMode"] == "NonIndexed"
+    # the Job strategy: a selector and pod labels generated from the uid; the Job takes its template's labels
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"] == {
+        "app": "k", "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "k",
+        "controller-uid": uid, "job-name": "k"}
+    assert job["metadata"]["labels"] == {"app": "k"}
     assert cron["spec"]["concurrencyPolicy"] == "Allow"
     assert (cron["spec"]["successfulJobsHistoryLimit"], cron["spec"]["failedJobsHistoryLimit"]) == (3, 1)
 
