@@ -153,8 +153,13 @@ class Cluster:
         return self._store_new(rt, obj, dry_run=dry_run)
 
     def _store_new(self, rt: ResourceType, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
-        if rt.kind == "Namespace" and "spec" not in obj:
-            obj["spec"] = {"finalizers": ["kubernetes"]}
+        if rt.kind == "Namespace" and not rt.group:
+            # the namespace strategy requires its own finalizer on every new namespace
+            spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+            finalizers = list(spec.get("finalizers") or [])
+            if "kubernetes" not in finalizers:
+                finalizers.append("kubernetes")
+            obj["spec"] = {**spec, "finalizers": finalizers}
         if dry_run:
             obj["metadata"].pop("resourceVersion", None)
             return obj

@@ -9,7 +9,8 @@ Contract (mirrors the registry strategies of kube-apiserver):
   when anything outside ``metadata`` (and ``status`` when it has the subresource) changes, and for
   Deployments also when annotations change.
 - update through ``/status``: everything but ``status`` (and ``managedFields``) comes from the stored
-  object; generation never moves. Through a Namespace's ``/finalize``: only ``spec.finalizers`` changes.
+  object; generation never moves. A Namespace's ``spec.finalizers`` change only through ``/finalize``
+  (otherwise an update like any other: status kept).
 Functions return new dicts; inputs are not mutated.
 """
 
@@ -167,10 +168,6 @@ def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> 
 def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None
                    ) -> dict[str, Any]:
     """The object to store for an update of ``old`` by the client-supplied ``new``."""
-    if subresource == "finalize":  # namespaces/finalize: only spec.finalizers comes from the request
-        finalized = copy.deepcopy(old)
-        finalized.setdefault("spec", {})["finalizers"] = copy.deepcopy((new.get("spec") or {}).get("finalizers") or [])
-        return finalized
     if subresource == "status":
         status_only = copy.deepcopy(old)
         if "status" in new:
@@ -197,6 +194,15 @@ def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *
             result["status"] = copy.deepcopy(old["status"])
         else:
             result.pop("status", None)
+    if rt.kind == "Namespace" and not rt.group and subresource != "finalize":
+        # only namespaces/finalize may change spec.finalizers (the namespace strategy keeps them)
+        old_finalizers = (old.get("spec") or {}).get("finalizers")
+        spec = result.setdefault("spec", {})
+        if isinstance(spec, dict):
+            if old_finalizers is None:
+                spec.pop("finalizers", None)
+            else:
+                spec["finalizers"] = copy.deepcopy(old_finalizers)
     if rt.generation:
         generation = int(old_meta.get("generation", 1))
         meta["generation"] = generation + 1 if spec_changed(rt, old, result) else generation

@@ -148,3 +148,25 @@ async def test_discovery_lists_namespaces_finalize(cluster) -> None:
     entries = {r["name"]: r for r in body["resources"]}
     assert entries["namespaces/finalize"]["verbs"] == ["update"]
     assert entries["namespaces/finalize"]["kind"] == "Namespace"
+
+
+async def test_namespace_finalizers_change_only_through_finalize(cluster) -> None:
+    name = f"{cluster.namespace}-fin"
+    async with cluster.session() as http:
+        try:
+            status, ns = await call(http, "POST", "/api/v1/namespaces", body={
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {"finalizers": []}})
+            assert status == 201, ns
+            assert ns["spec"]["finalizers"] == ["kubernetes"]  # required on create, whatever was sent
+            # an ordinary update keeps spec.finalizers
+            status, updated = await call(http, "PUT", f"/api/v1/namespaces/{name}",
+                                         body={**ns, "spec": {"finalizers": []}})
+            assert status == 200, updated
+            assert updated["spec"]["finalizers"] == ["kubernetes"]
+            body = {**updated, "spec": {"finalizers": []}}
+            status, finalized = await call(http, "PUT", f"/api/v1/namespaces/{name}/finalize", body=body)
+            assert status == 200, finalized
+            assert not finalized["spec"].get("finalizers")
+            assert finalized["status"]["phase"] == "Active"
+        finally:
+            await call(http, "DELETE", f"/api/v1/namespaces/{name}")
