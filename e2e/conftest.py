@@ -4,11 +4,15 @@ Without ``E2E_KUBECONFIG`` every test here is collected and skipped with the rea
 ``pytest e2e`` exits 0 and says why. With it, each test gets a ``scenario`` (see ``harness.Scenario``):
 
 - the Kustomization and source CRDs are installed once per session when the cluster lacks them
-  (``manifests/crd/bases`` and ``<repo>/../shared/reference/crds``; existing CRDs are left alone);
-- a fresh namespace ``e2e-<random>`` (deleted afterwards, without waiting);
+  (``manifests/crd/bases`` and ``<repo>/../shared/reference/crds``; existing CRDs are left alone) and
+  deleted again at the end of the session (only those installed here);
+- a fresh namespace ``e2e-<random>``, torn down after the controller stopped: its Kustomizations lose
+  their finalizers (no controller is left to release them) and are deleted, then the namespace is
+  deleted and waited for, so a run leaves the cluster as it found it and the next run starts clean;
 - an ``ArtifactServer`` on 127.0.0.1 — the controller runs on this machine, so loopback reaches it;
-- the controller as a subprocess with real flags (``harness.ControllerProcess``), started before the
-  test and stopped with SIGTERM after it. A test fails when the controller does not exit 0 on SIGTERM.
+- the controller as a subprocess with real flags (``harness.ControllerProcess``), watching only the
+  test's namespace, started before the test and stopped with SIGTERM after it. A test fails when the
+  controller does not exit 0 on SIGTERM.
   When a test fails, the controller's logs are printed with its report.
 
 Extra controller flags for one test: ``@pytest.mark.controller_args("--concurrent=2", ...)``.
@@ -85,8 +89,8 @@ def _crd_files() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def crds(kubeconfig: str) -> list[str]:
-    """Install the CRDs the cluster lacks; return the names of those installed here."""
+def crds(kubeconfig: str) -> Iterator[list[str]]:
+    """Install the CRDs the cluster lacks; yield the names of those installed here, delete them after."""
     present = set(_kubectl_sync(kubeconfig, "get", "crd", "-o", "name").split())
     installed: list[str] = []
     for path in _crd_files():
@@ -98,7 +102,12 @@ def crds(kubeconfig: str) -> list[str]:
         installed.append(name)
     for name in installed:
         _kubectl_sync(kubeconfig, "wait", f"crd/{name}", "--for=condition=established", "--timeout=60s")
-    return installed
+    try:
+        yield installed
+    finally:
+        if installed:
+            _kubectl_sync(kubeconfig, "delete", "crd", *installed, "--ignore-not-found", "--wait=true",
+                          "--timeout=120s", timeout=180)
 
 
 @pytest.fixture
@@ -111,7 +120,22 @@ def namespace(kubeconfig: str, crds: list[str]) -> Iterator[str]:
     try:
         yield name
     finally:
-        _kubectl_sync(kubeconfig, "delete", "namespace", name, "--wait=false", "--ignore-not-found")
+        _tear_down_namespace(kubeconfig, name)
+
+
+def _tear_down_namespace(kubeconfig: str, name: str) -> None:
+    """Remove the test's Kustomizations (finalizers first: the controller has stopped) and the namespace,
+    and wait until it is gone."""
+    listed = _kubectl_sync(kubeconfig, "get", "kustomizations.kustomize.toolkit.fluxcd.io", "-n", name,
+                           "-o", "name", "--ignore-not-found")
+    for ref in listed.split():
+        _kubectl_sync(kubeconfig, "patch", ref, "-n", name, "--type=merge",
+                      "-p", '{"metadata":{"finalizers":null}}')
+    if listed.strip():
+        _kubectl_sync(kubeconfig, "delete", "kustomizations.kustomize.toolkit.fluxcd.io", "--all", "-n", name,
+                      "--ignore-not-found", "--wait=true", "--timeout=60s", timeout=90)
+    _kubectl_sync(kubeconfig, "delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=120s",
+                  timeout=180)
 
 
 @pytest.fixture

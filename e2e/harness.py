@@ -193,6 +193,9 @@ class ControllerProcess:
             *webhook_args(self.webhook_port),
             "--log-encoding=json",
             "--log-level=debug",
+            # only the test's namespace (RUNTIME_NAMESPACE): Kustomizations other runs left elsewhere are
+            # not this controller's business
+            "--watch-all-namespaces=false",
             *self.extra_args,
         ]
 

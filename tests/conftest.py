@@ -6,7 +6,8 @@ each test gets:
 
 - ``cluster.namespace``: a fresh namespace made for it (deleted afterwards on a real cluster);
 - the project's CRDs (``manifests/crd/bases/*.yaml``) and the Flux source CRDs
-  (``<repo>/../shared/reference/crds/source.toolkit.fluxcd.io_*.yaml``) installed and Established;
+  (``<repo>/../shared/reference/crds/source.toolkit.fluxcd.io_*.yaml``) installed and Established (on a
+  real cluster, those it lacked are deleted again when the session ends);
 - ``cluster.url``, ``cluster.token`` (None when a real kubeconfig authenticates otherwise),
   ``cluster.kubeconfig_path``, ``cluster.server`` (the ``ApiServer``, None on a real cluster — tests that
   need fault injection or history compaction skip then), and ``cluster.session()`` for plain aiohttp calls.
@@ -19,7 +20,7 @@ import json
 import os
 import secrets
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,16 @@ def crd_documents() -> list[dict[str, Any]]:
     return docs
 
 
-async def _install_crds(handle: ClusterHandle, crds: list[dict[str, Any]]) -> None:
+async def _install_crds(handle: ClusterHandle, crds: list[dict[str, Any]], *, created: set[str] | None = None
+                        ) -> None:
+    """Apply ``crds``; the names of those the cluster did not have go into ``created``."""
     async with handle.session() as http:
         for crd in crds:
             name = crd["metadata"]["name"]
+            if created is not None and name not in created:
+                async with http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") as resp:
+                    if resp.status == 404:
+                        created.add(name)
             async with http.patch(
                 f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
                 params={"fieldManager": "test-fixture", "force": "true"},
@@ -134,13 +141,32 @@ async def _real_cluster(kubeconfig: str, namespace: str) -> ClusterHandle:
                          namespace=namespace, server=None, ssl_context=context)
 
 
+@pytest.fixture(scope="session")
+def suite_crds() -> Iterator[set[str]]:
+    """On a real cluster, the CRDs this session installed (the cluster lacked them): deleted at its end,
+    so that a run leaves the cluster as it found it."""
+    created: set[str] = set()
+    yield created
+    kubeconfig = os.environ.get("TEST_KUBECONFIG")
+    if kubeconfig and created:
+        asyncio.run(_delete_crds(kubeconfig, sorted(created)))
+
+
+async def _delete_crds(kubeconfig: str, names: list[str]) -> None:
+    handle = await _real_cluster(kubeconfig, "")
+    async with handle.session() as http:
+        for name in names:
+            async with http.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"):
+                pass
+
+
 @pytest.fixture
-async def cluster(crd_documents: list[dict[str, Any]]) -> AsyncIterator[ClusterHandle]:
+async def cluster(crd_documents: list[dict[str, Any]], suite_crds: set[str]) -> AsyncIterator[ClusterHandle]:
     namespace = f"t-{secrets.token_hex(5)}"
     kubeconfig = os.environ.get("TEST_KUBECONFIG")
     if kubeconfig:
         handle = await _real_cluster(kubeconfig, namespace)
-        await _install_crds(handle, crd_documents)
+        await _install_crds(handle, crd_documents, created=suite_crds)
         await _create_namespace(handle)
         try:
             yield handle

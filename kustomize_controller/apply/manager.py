@@ -2,7 +2,10 @@
 
 ``ResourceManager.apply_all_staged(objects, options)`` applies the stages of ``staging`` in order and
 waits (``options.wait_interval``/``wait_timeout``: 2 s / 60 s) for the definitions and classes stages to
-be Current before the next one starts. Inside a stage (``apply_all``):
+be Current before the next one starts; the kinds of CRDs that stage created or changed must then also
+be known to discovery (a real kube-apiserver publishes them a moment after ``Established``; polled at
+most until the wait timeout, after which the next stage reports what is missing). Inside a stage
+(``apply_all``):
 
 Phase A — validation, concurrently (at most ``concurrency`` objects in flight), **reads and dry-runs
 only**: GET the live object; skip rules (exclusion on desired or live, if-not-present when live
@@ -132,7 +135,7 @@ def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
             return f"{ref} namespace not specified: {msg}"
         return f"{ref} not found: {msg}"
     reason = err.reason if isinstance(err, ApiError) else ""
-    if isinstance(err, ApiError) and any(c.get("type") == "FieldManagerConflict" for c in err.causes):
+    if isinstance(err, ApiError) and any(c.get("reason") == "FieldManagerConflict" for c in err.causes):
         reason = "FieldManagerConflict"
     return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"
 
@@ -255,8 +258,29 @@ class ResourceManager:
             stage_cs = await self._apply_stage(stage_objects, options, change_set)
             if wait:
                 await self._wait_stage(ChangeSet([e for e in stage_cs if e.ref not in gone]), options, change_set)
+                await self._wait_served(stage_objects, stage_cs, options)
         await self._apply_stage(stages.rest, options, change_set)
         return change_set
+
+    async def _wait_served(self, objects: Sequence[Object], stage_cs: ChangeSet, options: ApplyOptions) -> None:
+        """Until discovery resolves the kinds of the CRDs this stage created or changed (module contract)."""
+        touched = {e.ref for e in stage_cs if e.action in (Action.CREATED, Action.CONFIGURED)}
+        kinds = [k for o in objects if is_crd(o) and ObjRef.from_object(o) in touched for k in _served_kinds(o)]
+        deadline = self.clock.monotonic() + options.wait_timeout
+        for api_version, kind, namespaced in kinds:
+            while True:
+                try:
+                    # any answer but "no such kind" (NotFound, Forbidden...) means the kind is mapped
+                    await self.client.get(api_version, kind, "kustomize-controller-probe",
+                                          "default" if namespaced else None)
+                except NoKindMatchError:
+                    if self.clock.monotonic() >= deadline:
+                        return
+                    await self.clock.sleep(min(options.wait_interval, 0.5))
+                    continue
+                except (KubeError, ValueError):
+                    pass
+                break
 
     async def _apply_stage(self, objects: Sequence[Object], options: ApplyOptions, so_far: ChangeSet) -> ChangeSet:
         try:
@@ -560,3 +584,14 @@ class ResourceManager:
             self.verified.remember(ref, plan.fingerprint, applied)
         if plan.entry is not None:
             done.add(plan.entry)
+
+
+def _served_kinds(crd: Object) -> list[tuple[str, str, bool]]:
+    """(apiVersion, kind, namespaced) of every served version of a CRD manifest."""
+    spec = crd.get("spec") or {}
+    group, kind = str(spec.get("group") or ""), str((spec.get("names") or {}).get("kind") or "")
+    if not group or not kind:
+        return []
+    namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+    return [(f"{group}/{v['name']}", kind, namespaced) for v in spec.get("versions") or []
+            if isinstance(v, dict) and v.get("name") and v.get("served", True)]

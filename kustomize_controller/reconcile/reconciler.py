@@ -5,8 +5,9 @@
     → feature-gate check → resolve source → artifact? → dependsOn → ``_apply_revision``:
     fetch → build → apply → inventory → prune → health → Ready.
 
-Every exit runs ``_finalize_status`` (lastHandledReconcileAt, Reconciling/observedGeneration rules,
-one status patch), records the duration metric, and — when Ready — emits "Reconciliation finished".
+Every exit but a cancellation (shutdown) runs ``_finalize_status`` (lastHandledReconcileAt,
+Reconciling/observedGeneration rules, one status patch), records the duration metric, and — when
+Ready — emits "Reconciliation finished".
 Results follow the §5.12 table: success → interval ± jitter; failure inside the pipeline →
 retryInterval (no backoff); health wait cancelled by a new enqueue (``hooks``; for a wait released
 from its worker also by the object's deletion or suspension) → Ready=False ``HealthCheckCanceled`` and
@@ -22,6 +23,7 @@ the apply engine runs only on a successful build, prune only after a successful 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import random
@@ -157,11 +159,22 @@ class KustomizationReconciler:
                 ctx.interrupt = stack.enter_context(self._hooks.listen(request, final_only=final_only))
             try:
                 async with ctx.publishing_progress():
-                    return await self._reconcile(ctx)
-            finally:
-                if not ctx.extra.get(_QUICK_RETRY):
-                    self._quick_retries.reset((request.namespace, request.name))
+                    result = await self._reconcile(ctx)
+            except asyncio.CancelledError:
+                # shutdown cancelled this reconcile (upstream: its context): no status write on the way
+                # out, as upstream's patch with a cancelled context fails; the next run starts over
+                raise
+            except BaseException:
+                self._forget_quick_retries(ctx, request)
                 await self._finish(ctx)
+                raise
+            self._forget_quick_retries(ctx, request)
+            await self._finish(ctx)
+            return result
+
+    def _forget_quick_retries(self, ctx: ReconcileContext, request: Request) -> None:
+        if not ctx.extra.get(_QUICK_RETRY):
+            self._quick_retries.reset((request.namespace, request.name))
 
     async def _finish(self, ctx: ReconcileContext) -> None:
         ks = ctx.ks

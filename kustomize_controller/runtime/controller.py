@@ -26,11 +26,15 @@ At most ``max_detached`` reconciles are released at once; beyond that (or with `
 The runtime knows nothing of what the reconcile waits for. The released reconcile is found through a
 context variable set for the reconcile's task (as Go passes values in a reconcile's ``ctx``).
 
-Shutdown (``stop``): the queue stops handing out work (queued keys are dropped), in-flight reconciles
-run to the end; ``run`` returns when the workers are idle. The manager bounds that wait with its
-grace period and cancels what is still running. Released reconciles are cancelled at ``stop`` (they
-only wait; the next leader or start reconciles the object again) and with everything else when
-``run`` is cancelled (lost leadership).
+Shutdown (``stop``): the queue stops handing out work (queued keys are dropped) and in-flight
+reconciles are cancelled at once — controller-runtime cancels the context every reconcile runs with
+as soon as the manager stops, and a reconcile may be waiting on anything (a health check for
+minutes, an API call to a server that is going away); letting it run on made a SIGTERM wait out the
+whole grace period. A reconcile sees ``CancelledError`` at its current ``await``; its cleanup code
+runs and the key is neither retried nor counted as a result. ``run`` returns when the workers are
+idle; the manager bounds that wait with its grace period (for cleanup that does not end). Released
+reconciles are cancelled at ``stop`` too, and with everything else when ``run`` is cancelled (lost
+leadership).
 
 Not promised: a reconcile timeout (off, as in controller-runtime's default); ordering between keys.
 """
@@ -163,6 +167,7 @@ class Controller:
         self._log = logger or get_logger("controller", controller=name)
         self._stopping = False
         self._stop_event = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
         metrics.controller(name, max_concurrent=concurrency)
         self._total = {
             r: metrics.reconcile_total.labels(controller=name, result=r)
@@ -233,20 +238,30 @@ class Controller:
         try:
             async with asyncio.TaskGroup() as tg:
                 pump = tg.create_task(self.queue.run())
-                workers = [tg.create_task(self._worker(tg)) for _ in range(self.concurrency)]
-                await asyncio.gather(*workers)
+                self._workers = [tg.create_task(self._worker(tg)) for _ in range(self.concurrency)]
+                # a worker cancelled by ``stop`` ends with CancelledError: that is its normal end here
+                await asyncio.gather(*self._workers, return_exceptions=True)
                 pump.cancel()
         finally:
             self.queue.shut_down(discard_queued=True)
+            self._workers = []
             self._log.info("All workers finished")
 
     def stop(self) -> None:
-        """Stop taking work; in-flight reconciles finish, queued keys are dropped."""
+        """Stop taking work: queued keys are dropped and in-flight reconciles cancelled (module contract)."""
         self._stopping = True
         self._stop_event.set()
         self.queue.shut_down(discard_queued=True)
         for task in list(self._detached):
             task.cancel()
+        self._cancel_workers()
+
+    def _cancel_workers(self) -> None:
+        # idle workers would end on QueueShutDown by themselves; cancelling them too is harmless (a
+        # worker's cancellation cancels the reconcile it holds, see ``_worker``)
+        for worker in self._workers:
+            if not worker.done():
+                worker.cancel()
 
     @property
     def busy(self) -> bool:

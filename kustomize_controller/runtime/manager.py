@@ -12,10 +12,12 @@ Start order (controller-runtime's manager):
 Every task is created in one ``asyncio.TaskGroup``; nothing outlives ``run()``.
 
 Stopping, and what ``run()`` returns:
-- ``stop()`` (SIGTERM/SIGINT when ``handle_signals``): controllers stop taking work, in-flight
-  reconciles get ``graceful_shutdown_timeout`` seconds to finish (then they are cancelled), the lease
+- ``stop()`` (SIGTERM/SIGINT when ``handle_signals``): controllers stop taking work and cancel their
+  in-flight reconciles at once (controller-runtime cancels the reconcile context), their cleanup gets
+  at most ``graceful_shutdown_timeout`` seconds (then the controller tasks are cancelled), the lease
   is released (``release_on_cancel``), runnables with a ``flush`` (the event recorder) get up to 5 s to
-  send what they hold, every other task is cancelled → ``0``.
+  send what they hold, every other task is cancelled → ``0``. Informers keep running until the
+  controllers are done, so nothing a reconcile still reads disappears under it.
   A second signal skips the grace period.
 - Losing the lease (``LeaderElectionLost``) cancels everything at once, no drain, no release → ``1``;
   the entry point exits the process with that status, as Flux does on "leader election lost".

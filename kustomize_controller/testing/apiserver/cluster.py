@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import builtin_schema, crdschema, errors, objects, validation
+from . import builtin_schema, crdschema, errors, events, objects, validation
 from .controllers import Controllers
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
@@ -53,6 +53,7 @@ PATCH_TYPES = {
 }
 
 DeleteHook = Callable[[ResourceType, dict[str, Any]], None]
+FOREGROUND_FINALIZER = "foregroundDeletion"
 
 
 class Cluster:
@@ -104,6 +105,12 @@ class Cluster:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         api_version, kind = body.get("apiVersion"), body.get("kind")
+        if (rt.custom and kind is not None and kind != rt.kind
+                and str(api_version).rpartition("/")[0] == rt.group):
+            # the custom resource handler validates the type meta: a 422, not a decoding error
+            meta_name = body.get("metadata", {}).get("name") if isinstance(body.get("metadata"), dict) else None
+            raise errors.invalid(rt.kind, rt.group, str(meta_name or name or ""), [FieldError(
+                "kind", "Invalid value", f"must be {rt.kind}", kind)])
         if (api_version is not None and kind is not None
                 and (kind != rt.kind or str(api_version).rpartition("/")[0] != rt.group)):
             raise errors.bad_request(
@@ -134,6 +141,7 @@ class Cluster:
         if body["metadata"].get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
         obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None, ctx)
+        obj = events.to_storage(rt, obj, creating=True)
         objects.normalise(rt, obj, None)
         name = obj["metadata"].get("name") or ""
         validation.validate(rt, obj, None)
@@ -145,8 +153,13 @@ class Cluster:
         return self._store_new(rt, obj, dry_run=dry_run)
 
     def _store_new(self, rt: ResourceType, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
-        if rt.kind == "Namespace" and "spec" not in obj:
-            obj["spec"] = {"finalizers": ["kubernetes"]}
+        if rt.kind == "Namespace" and not rt.group:
+            # the namespace strategy requires its own finalizer on every new namespace
+            spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+            finalizers = list(spec.get("finalizers") or [])
+            if "kubernetes" not in finalizers:
+                finalizers.append("kubernetes")
+            obj["spec"] = {**spec, "finalizers": finalizers}
         if dry_run:
             obj["metadata"].pop("resourceVersion", None)
             return obj
@@ -204,7 +217,7 @@ class Cluster:
             patched = json_patch(current, patch)
         elif patch_type == "strategic":
             if rt.custom:
-                raise errors.unsupported_media_type("application/strategic-merge-patch+json")
+                raise errors.strategic_merge_unsupported()
             patched = strategic_merge_patch(rt, current, patch)
         else:
             raise errors.unsupported_media_type(patch_type)
@@ -243,6 +256,7 @@ class Cluster:
             applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
                                         now=self.now())
             result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None, ctx)
+            result = events.to_storage(rt, result, creating=True)
             objects.normalise(rt, result, None)
             validation.validate(rt, result, None)
             self._check_namespace(rt, namespace, name)
@@ -263,11 +277,12 @@ class Cluster:
 
     def _finish_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str,
                        dry_run: bool, manager: str | None, ctx: WriteContext) -> dict[str, Any]:
-        if subresource and subresource != "status":
+        if subresource and subresource != "status" and not (subresource == "finalize" and rt.kind == "Namespace"):
             raise errors.page_not_found()
         if subresource == "status" and not rt.has_status:
             raise errors.page_not_found()
         result = _structural(rt, objects.prepare_update(rt, old, new, subresource=subresource or None), old, ctx)
+        result = events.to_storage(rt, result, creating=False)
         objects.normalise(rt, result, old)
         validation.validate(rt, result, old)
         if manager is not None:
@@ -298,15 +313,17 @@ class Cluster:
         """Delete or mark for deletion; returns (response body, whether it is the object itself)."""
         live = self._live(rt, namespace, name)
         preconditions = (options or {}).get("preconditions") or {}
+        # rest.BeforeDelete's words; it names the group and *kind* where other conflicts name the resource
         if preconditions.get("uid") and preconditions["uid"] != live["metadata"]["uid"]:
-            raise errors.conflict(rt.plural, rt.group, name, (
-                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: "
-                f"{live['metadata']['uid']}"))
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
+                f"({live['metadata']['uid']}). The object might have been deleted and then recreated"))
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != live["metadata"][
                 "resourceVersion"]:
-            raise errors.conflict(rt.plural, rt.group, name, (
-                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
-                f"ResourceVersion in object meta: {live['metadata']['resourceVersion']}"))
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({live['metadata']['resourceVersion']}). The object might have been "
+                "modified"))
         policy = (options or {}).get("propagationPolicy")
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
             raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [FieldError(
@@ -317,6 +334,8 @@ class Cluster:
         returns_object = rt.custom or (not rt.group and rt.kind in ("Pod", "Namespace", "ServiceAccount")) or (
             rt.kind in ("CustomResourceDefinition", "StorageClass"))
         meta = live["metadata"]
+        if policy == "Foreground" and rt.kind != "Namespace" and not meta.get("deletionTimestamp"):
+            return self._delete_foreground(rt, live, dry_run=dry_run), True
         if rt.kind == "Namespace" or meta.get("finalizers"):
             if meta.get("deletionTimestamp"):
                 return objects.with_version(live, rt), True
@@ -344,6 +363,32 @@ class Cluster:
             details["group"] = rt.group
         details.update({"kind": rt.plural, "uid": meta["uid"]})
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}, False
+
+    def _delete_foreground(self, rt: ResourceType, live: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+        """Foreground deletion: the object is marked (``deletionTimestamp``, the ``foregroundDeletion``
+        finalizer) and answered as it stands; the garbage collector (instant here) then deletes its
+        dependents and releases the finalizer, which removes the object unless others remain."""
+        marked = copy.deepcopy(live)
+        meta = marked["metadata"]
+        meta["deletionTimestamp"] = self.now()
+        meta["deletionGracePeriodSeconds"] = 0
+        if FOREGROUND_FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND_FINALIZER]
+        if "generation" in meta:
+            meta["generation"] += 1
+        if dry_run:
+            return objects.with_version(marked, rt)
+        stored = self.storage.put(rt.storage_key, marked)
+        answer = objects.with_version(stored, rt)
+        self.controllers.collect_garbage(meta["uid"], "Foreground")
+        current = self.storage.get(rt.storage_key, meta.get("namespace", ""), meta["name"])
+        if current is not None and current["metadata"].get("uid") == meta["uid"]:
+            released = copy.deepcopy(current)
+            released["metadata"]["finalizers"] = [
+                f for f in current["metadata"].get("finalizers") or [] if f != FOREGROUND_FINALIZER]
+            self._finish_update(rt, current, released, subresource="", dry_run=False,
+                                manager="kube-controller-manager", ctx=WriteContext())
+        return answer
 
     def _remove(self, rt: ResourceType, obj: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
         final = self.storage.remove(rt.storage_key, obj)

@@ -23,7 +23,7 @@ from typing import Any
 
 import cel
 
-from .errors import FieldError
+from .errors import FieldError, render_value
 
 Schema = Mapping[str, Any]
 
@@ -137,7 +137,7 @@ def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError], o
     if not _type_ok(schema, value):
         wanted = schema.get("type", "string")
         errors.append(FieldError(path, "Invalid value", f"{path} in body must be of type {wanted}: "
-                                 f'"{_type_name(value)}"', _type_name(value)))
+                                 f'"{_type_name(value)}"', _type_name(value), reason="FieldValueTypeInvalid"))
         return
     if value is None:
         return
@@ -168,6 +168,10 @@ def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError], o
         if isinstance(items, Mapping):
             for index, item in enumerate(value):
                 _validate(items, item, f"{path}[{index}]", errors, None, False)
+        if schema.get("x-kubernetes-list-type") == "set":
+            for index, item in enumerate(value):
+                if item in value[:index]:
+                    errors.append(FieldError(f"{path}[{index}]", "Duplicate value", render_value(item)))
     if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")

@@ -103,12 +103,16 @@ def render_value(value: Any) -> str:
 class FieldError:
     """One entry of an Invalid error: ``field: Kind: detail`` (``field.Error`` in apimachinery)."""
 
-    def __init__(self, field: str, error_type: str, detail: str, value: Any = None, *, show_value: bool = True):
+    def __init__(self, field: str, error_type: str, detail: str, value: Any = None, *, show_value: bool = True,
+                 reason: str | None = None):
         self.field = field
         self.error_type = error_type
         self.detail = detail
         self.value = value
         self.show_value = show_value
+        # the cause's reason when it is not the one the message word implies (a TypeInvalid error reads
+        # "Invalid value" but is reported as FieldValueTypeInvalid)
+        self.reason = reason
 
     _REASONS = {
         "Required value": "FieldValueRequired",
@@ -127,7 +131,8 @@ class FieldError:
         return self.error_type
 
     def cause(self) -> dict[str, str]:
-        return {"reason": self._REASONS.get(self.error_type, "FieldValueInvalid"), "message": self.body_message(),
+        return {"reason": self.reason or self._REASONS.get(self.error_type, "FieldValueInvalid"),
+                "message": self.body_message(),
                 "field": self.field}
 
     def __str__(self) -> str:
@@ -167,6 +172,16 @@ def unsupported_media_type(content_type: str) -> ApiStatusError:
         f"the body of the request was in an unknown format - accepted media types include: "
         f"application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
         f"application/strategic-merge-patch+json (got {content_type!r})",
+    )
+
+
+def strategic_merge_unsupported() -> ApiStatusError:
+    """A strategic merge patch of a custom resource: the patch types a custom resource accepts, no "got"."""
+    return ApiStatusError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
     )
 
 

@@ -214,9 +214,12 @@ class Api:
         rt = target.rt
         q = request.query
         method = request.method
-        watch = q.get("watch", "").lower() in ("true", "1")
+        # an object's own path ignores ?watch=true (a real server answers a GET); /watch/ paths always watch
+        watch = target.watch_path or (q.get("watch", "").lower() in ("true", "1") and not target.name)
         if method == "GET":
             verb = "watch" if watch else ("get" if target.name else "list")
+        elif target.watch_path:
+            raise errors.method_not_allowed()
         elif method == "POST":
             verb = "create"
         elif method == "PUT":
@@ -236,6 +239,8 @@ class Api:
             raise errors.method_not_allowed()
         if target.subresource and verb not in ("get", "patch", "update"):
             raise errors.method_not_allowed()
+        if target.subresource == "finalize" and verb != "update":  # namespaces/finalize: PUT only
+            raise errors.method_not_allowed()
         if (verb == "create" and target.name) or (verb in ("update", "patch") and not target.name):
             raise errors.method_not_allowed()
         if rt.namespaced and target.namespace is None and verb not in ("list", "watch"):
@@ -254,9 +259,9 @@ class Api:
         if verb in ("list", "watch", "deletecollection"):
             labels = parse_label_selector(q.get("labelSelector"))
             field_text = q.get("fieldSelector")
-            if target.name:  # the deprecated single-object watch path: a watch narrowed to that name
+            if target.name:  # the deprecated /watch/ path to one object: a watch narrowed to that name
                 field_text = ",".join(filter(None, [field_text, f"metadata.name={target.name}"]))
-            fields = parse_field_selector(field_text, rt.kind)
+            fields = parse_field_selector(field_text, rt.kind, builtin=not rt.custom)
             if verb == "watch":
                 timeout = float(_int(q.get("timeoutSeconds"), "timeoutSeconds") or self.options.watch_timeout)
                 return await serve_watch(request, cluster.storage, WatchRequest(

@@ -44,6 +44,8 @@ class ResourceType:
     conversion: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     # a deprecated CRD version: the Warning every request for it gets
     deprecation_warning: str = ""
+    # the group whose storage this resource shares (events.k8s.io Events live in core's; see events.py)
+    storage_group: str | None = None
 
     @property
     def api_version(self) -> str:
@@ -51,7 +53,7 @@ class ResourceType:
 
     @property
     def storage_key(self) -> tuple[str, str]:
-        return (self.group, self.plural)
+        return (self.group if self.storage_group is None else self.storage_group, self.plural)
 
     @property
     def list_kind(self) -> str:
@@ -71,6 +73,9 @@ class ResourceType:
         if self.categories:
             main["categories"] = list(self.categories)
         entries = [main]
+        if self.kind == "Namespace" and not self.group:
+            entries.append({"name": "namespaces/finalize", "singularName": "", "namespaced": False,
+                            "kind": "Namespace", "verbs": ["update"]})
         if self.has_status:
             entries.append({
                 "name": f"{self.plural}/status",
@@ -100,7 +105,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _b("", "v1", "Pod", "pods", short_names=("po",), **WORKLOAD),
     _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",), has_status=True),
     _b("", "v1", "Event", "events", short_names=("ev",)),
-    _b("events.k8s.io", "v1", "Event", "events", short_names=("ev",)),
+    _b("events.k8s.io", "v1", "Event", "events", short_names=("ev",), storage_group=""),
     _b("apps", "v1", "Deployment", "deployments", short_names=("deploy",), annotations_bump_generation=True,
        immutable=("spec.selector",), **WORKLOAD),
     _b("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), immutable=("spec.selector",),

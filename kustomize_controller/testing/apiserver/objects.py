@@ -9,7 +9,8 @@ Contract (mirrors the registry strategies of kube-apiserver):
   when anything outside ``metadata`` (and ``status`` when it has the subresource) changes, and for
   Deployments also when annotations change.
 - update through ``/status``: everything but ``status`` (and ``managedFields``) comes from the stored
-  object; generation never moves.
+  object; generation never moves. A Namespace's ``spec.finalizers`` change only through ``/finalize``
+  (otherwise an update like any other: status kept).
 Functions return new dicts; inputs are not mutated.
 """
 
@@ -23,8 +24,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from . import errors
+from . import errors, events
+from .defaults import apply_defaults
 from .kinds import ResourceType
+from .validation import check_micro_times
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _IGNORED_TOP = frozenset({"metadata", "apiVersion", "kind"})
@@ -63,12 +66,39 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, now: datetime) -> d
 
 
 def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
-    """Kind-specific conversions and allocations the real server makes on every write (in place)."""
+    """Kind-specific conversions, defaults and allocations the real server makes on every write (in
+    place; defaults.py has the tables)."""
     if rt.kind == "Secret" and not rt.group:
         _secret_string_data(obj)
     elif rt.kind == "Service" and not rt.group:
         _service_addresses(obj, old)
+    if not rt.custom:
+        check_micro_times(rt, obj)
+        try:
+            apply_defaults(rt.group, rt.kind, obj)
+        except ValueError as err:
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"{err}") from err
+    if rt.kind == "Job" and rt.group == "batch" and old is None:
+        _job_selector(obj)  # the create strategy, after defaulting (which decoding did)
     return obj
+
+
+def _job_selector(job: dict[str, Any]) -> None:
+    """A new Job without ``manualSelector`` gets the selector and pod labels the real Job strategy
+    generates from its uid (a selector the client sent is left alone here; see docs/testing.md)."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector") or spec.get("selector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    template = spec.setdefault("template", {})
+    if not isinstance(template, dict):
+        return
+    meta = template.setdefault("metadata", {})
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta["labels"] = {**labels, "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                      "controller-uid": uid, "job-name": name}
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
 def _secret_string_data(obj: dict[str, Any]) -> None:
@@ -99,6 +129,18 @@ def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         spec["clusterIP"] = f"10.96.{secrets.randbelow(256)}.{1 + secrets.randbelow(254)}"
     if spec.get("clusterIP") and not spec.get("clusterIPs"):
         spec["clusterIPs"] = [spec["clusterIP"]]
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        _node_ports(spec, old_spec)
+
+
+def _node_ports(spec: dict[str, Any], old_spec: dict[str, Any]) -> None:
+    """A NodePort/LoadBalancer port without ``nodePort`` keeps the one it had, else gets one of 30000-32767."""
+    previous = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
+                for p in old_spec.get("ports") or [] if isinstance(p, dict)}
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict) and not port.get("nodePort"):
+            port["nodePort"] = previous.get((port.get("port"), port.get("protocol", "TCP"))) or (
+                30000 + secrets.randbelow(2768))
 
 
 def _initial_status(rt: ResourceType) -> dict[str, Any]:
@@ -152,6 +194,15 @@ def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *
             result["status"] = copy.deepcopy(old["status"])
         else:
             result.pop("status", None)
+    if rt.kind == "Namespace" and not rt.group and subresource != "finalize":
+        # only namespaces/finalize may change spec.finalizers (the namespace strategy keeps them)
+        old_finalizers = (old.get("spec") or {}).get("finalizers")
+        spec = result.setdefault("spec", {})
+        if isinstance(spec, dict):
+            if old_finalizers is None:
+                spec.pop("finalizers", None)
+            else:
+                spec["finalizers"] = copy.deepcopy(old_finalizers)
     if rt.generation:
         generation = int(old_meta.get("generation", 1))
         meta["generation"] = generation + 1 if spec_changed(rt, old, result) else generation
@@ -175,9 +226,12 @@ def semantically_equal(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 
 def with_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
-    """``obj`` as read through ``rt`` (another served version of the same resource: apiVersion only)."""
+    """``obj`` as read through ``rt`` (another served version of the same resource: apiVersion only;
+    an Event through events.k8s.io: its shape, see events.py)."""
     if obj.get("apiVersion") == rt.api_version:
         return obj
+    if events.is_events_api(rt):
+        return events.view(rt, obj)
     view = dict(obj)
     view["apiVersion"] = rt.api_version
     return view

@@ -150,7 +150,7 @@ def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: 
 def _item(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
     if rt.custom:
         return with_version(obj, rt)
-    item = dict(obj)
+    item = dict(with_version(obj, rt))  # same dict unless another API's shape (events.k8s.io Events)
     item.pop("apiVersion", None)
     item.pop("kind", None)
     return item

@@ -4,6 +4,8 @@ Paths: ``/api/v1/...`` for the core group and ``/apis/{group}/{version}/...`` fo
 ``namespaces/{ns}/{resource}[/{name}[/{subresource}]]`` for namespaced resources or
 ``{resource}[/{name}[/{subresource}]]`` for cluster-scoped ones and for lists/watches across all namespaces.
 ``namespaces/{name}/status`` and ``namespaces/{name}/finalize`` address a Namespace's subresources.
+A ``watch/`` segment before them is the deprecated watch path (``/api/v1/watch/namespaces/ns/configmaps/x``
+watches that one object); ``?watch=true`` on an object's own path is a plain GET, as on a real server.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Target:
     namespace: str | None  # None: cluster-scoped object, or a list/watch across all namespaces
     name: str | None
     subresource: str
+    watch_path: bool = False  # reached through the deprecated /watch/ prefix
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ def parse(registry: Registry, path: str) -> Target | Discovery:
         raise errors.page_not_found()
     if not rest:
         return Discovery(group, version)
+    watch_path = rest[0] == "watch" and len(rest) > 1
+    if watch_path:
+        rest = rest[1:]
     namespace: str | None = None
     if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in _NAMESPACE_SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
@@ -68,6 +74,9 @@ def parse(registry: Registry, path: str) -> Target | Discovery:
         raise errors.page_not_found()
     if rt.namespaced and namespace is None and name is not None:
         raise errors.page_not_found()
-    if subresource and not (subresource == "status" and rt.has_status):
+    if subresource and not ((subresource == "status" and rt.has_status) or (
+            subresource == "finalize" and rt.kind == "Namespace" and not rt.group)):
         raise errors.page_not_found()
-    return Target(rt, namespace, name, subresource)
+    if watch_path and subresource:
+        raise errors.page_not_found()
+    return Target(rt, namespace, name, subresource, watch_path)

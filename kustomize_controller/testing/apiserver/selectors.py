@@ -205,7 +205,9 @@ class FieldSelector:
         return all((getter(obj) == value) == equal for _, equal, value, getter in self.terms)
 
 
-def parse_field_selector(text: str | None, kind: str) -> FieldSelector:
+def parse_field_selector(text: str | None, kind: str, *, builtin: bool = False) -> FieldSelector:
+    """``builtin``: a built-in kind, whose unsupported labels are refused with the words of the conversion
+    that applies (apimachinery's default one for kinds with only the metadata fields)."""
     if not text or not text.strip():
         return FieldSelector([])
     allowed = COMMON_FIELDS + EXTRA_FIELDS.get(kind, ())
@@ -217,8 +219,12 @@ def parse_field_selector(text: str | None, kind: str) -> FieldSelector:
             raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
         name, op, value = m.group(1).strip(), m.group(2), m.group(3).strip()
         if name not in allowed:
+            if builtin and kind not in EXTRA_FIELDS:
+                raise bad_request(f'"{name}" is not a known field selector: only "metadata.name", "metadata.namespace"')
             raise bad_request(f'field label not supported: {name}')
-        terms.append((name, op != "!=", value, _path_getter(name)))
+        # Events are stored in the core/v1 shape (events.py): events.k8s.io's names read the core fields
+        stored = "involvedObject." + name.removeprefix("regarding.") if name.startswith("regarding.") else name
+        terms.append((name, op != "!=", value, _path_getter(stored)))
     return FieldSelector(terms)
 
 

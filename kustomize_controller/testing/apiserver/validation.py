@@ -7,10 +7,11 @@ openAPIV3Schema is NOT done (see docs/testing.md).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from .errors import ApiStatusError, FieldError, invalid
+from .errors import ApiStatusError, FieldError, bad_request, invalid
 from .kinds import ResourceType
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -97,11 +98,73 @@ def immutable_errors(rt: ResourceType, old: dict[str, Any], new: dict[str, Any])
     errors = []
     for path in rt.immutable:
         before, after = _get(old, path), _get(new, path)
-        if rt.kind == "Service" and path == "spec.clusterIP" and not after:
+        if rt.kind == "Service" and path == "spec.clusterIP":
+            if after and before != after:
+                # the real validation compares the clusterIPs list (which follows clusterIP) and says so
+                ips = [after, *(_get(new, "spec.clusterIPs") or [])[1:]]
+                errors.append(FieldError("spec.clusterIPs[0]", "Invalid value", "may not change once set", ips))
             continue  # an empty clusterIP on update keeps the allocated one
         if before != after:
             errors.append(FieldError(path, "Invalid value", "field is immutable", after))
+    if not rt.group and rt.kind in ("ConfigMap", "Secret") and old.get("immutable") is True:
+        errors += _immutable_data_errors(old, new)
     return errors
+
+
+def _immutable_data_errors(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    """A ConfigMap or Secret marked ``immutable: true`` keeps its data and the mark itself."""
+    errors = []
+    if new.get("immutable") is not True:
+        errors.append(FieldError("immutable", "Forbidden", "field is immutable when `immutable` is set"))
+    for key in ("data", "binaryData"):
+        if (old.get(key) or {}) != (new.get(key) or {}):
+            errors.append(FieldError(key, "Forbidden", "field is immutable when `immutable` is set"))
+    return errors
+
+
+def go_string_slice(values: list[str]) -> str:
+    """How Go's ``%#v`` prints a ``[]string`` (error messages quote values that way)."""
+    return "[]string{" + ", ".join(json.dumps(v) for v in values) + "}"
+
+
+def new_finalizer_errors(old_meta: dict[str, Any], meta: dict[str, Any]) -> list[FieldError]:
+    """No finalizer may be added to an object being deleted. The real server reports it twice: once from
+    the generic registry's metadata check, once from the kind's own update validation."""
+    if not old_meta.get("deletionTimestamp"):
+        return []
+    added = sorted({f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])})
+    if not added:
+        return []
+    error = FieldError("metadata.finalizers", "Forbidden", "no new finalizers can be added if the object is being "
+                       f"deleted, found new finalizers {go_string_slice(added)}")
+    return [error, error]
+
+
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+_MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+# MicroTime fields of built-in kinds, by (group, kind): a value the Go decoder cannot parse is a 400
+MICRO_TIME_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("coordination.k8s.io", "Lease"): ("spec.acquireTime", "spec.renewTime"),
+    ("", "Event"): ("eventTime", "series.lastObservedTime"),
+    ("events.k8s.io", "Event"): ("eventTime", "series.lastObservedTime"),
+}
+
+
+def check_micro_times(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Raise 400 BadRequest for a MicroTime the real decoder rejects (no 6-digit fraction, or not a time)."""
+    for path in MICRO_TIME_FIELDS.get((rt.group, rt.kind), ()):
+        value = _get(obj, path)
+        if value is None:
+            continue
+        if isinstance(value, str) and _MICRO_TIME.match(value):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value)
+        seconds = re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text)
+        # Go names the first part of the input the layout could not take
+        rest, element = (text[seconds.end():], ".000000") if seconds else (text, "2006")
+        raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: parsing time '
+                          f'{json.dumps(text)} as "{_MICRO_TIME_LAYOUT}": cannot parse {json.dumps(rest)} as '
+                          f'"{element}"')
 
 
 def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
@@ -154,12 +217,7 @@ def validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) 
     errors += kind_errors(rt, obj)
     if old is not None:
         errors += immutable_errors(rt, old, obj)
-        old_meta = old["metadata"]
-        if old_meta.get("deletionTimestamp"):
-            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
-            if added:
-                errors.append(FieldError("metadata.finalizers", "Forbidden", "no new finalizers can be added if "
-                                         f"the object is being deleted, found new finalizers {added!r}"))
+        errors += new_finalizer_errors(old["metadata"], meta)
     if errors:
         raise invalid(rt.kind, rt.group, meta.get("name") or "", errors)
 

@@ -172,7 +172,11 @@ async def test_delete_preconditions(cluster):
         status, body = await call(http, "DELETE", cm_path(ns, "pre"),
                                   body={"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})
         assert (status, body["reason"]) == (409, "Conflict")
-        assert "Precondition failed: UID in precondition" in body["message"]
+        assert body["message"].startswith('Operation cannot be fulfilled on ConfigMap "pre": the UID in the '
+                                          "precondition (00000000-0000-0000-0000-000000000000) does not match")
+        status, body = await call(http, "DELETE", cm_path(ns, "pre"), body={"preconditions": {"resourceVersion": "1"}})
+        assert (status, body["reason"]) == (409, "Conflict")
+        assert "the ResourceVersion in the precondition (1) does not match" in body["message"]
         status, _ = await call(http, "DELETE", cm_path(ns, "pre"),
                                body={"preconditions": {"uid": obj["metadata"]["uid"],
                                                        "resourceVersion": obj["metadata"]["resourceVersion"]}})

@@ -61,3 +61,25 @@ async def test_orphan_keeps_dependents_and_drops_the_reference(cluster):
                 break
             await asyncio.sleep(0.1)
         assert status == 200 and not child["metadata"].get("ownerReferences")
+
+
+async def test_foreground_deletion_answers_with_the_marked_object(cluster):
+    ns = cluster.namespace
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "fg"},
+                  "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "fg"}},
+                           "template": {"metadata": {"labels": {"app": "fg"}},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+    async with cluster.session() as http:
+        _, owner = await call(http, "POST", path, body=deployment)
+        dependent = configmap("fg-dependent")
+        dependent["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "fg",
+                                                     "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}]
+        await call(http, "POST", cm_path(ns), body=dependent)
+        status, answer = await call(http, "DELETE", f"{path}/fg", body={"propagationPolicy": "Foreground"})
+        assert status == 200, answer
+        assert answer["kind"] == "Deployment"
+        assert answer["metadata"]["deletionTimestamp"]
+        assert answer["metadata"]["finalizers"] == ["foregroundDeletion"]
+        assert await _gone(http, cm_path(ns, "fg-dependent"))
+        assert await _gone(http, f"{path}/fg")

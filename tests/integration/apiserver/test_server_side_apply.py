@@ -48,7 +48,7 @@ async def test_conflict_with_an_update_manager_and_force(cluster):
         assert status == 409
         assert body["reason"] == "Conflict"
         assert body["message"] == ('Apply failed with 1 conflict: conflict with "other-manager" using v1: .data.k')
-        assert body["details"]["causes"] == [{"type": "FieldManagerConflict",
+        assert body["details"]["causes"] == [{"reason": "FieldManagerConflict",
                                               "message": 'conflict with "other-manager" using v1',
                                               "field": ".data.k"}]
         assert "name" not in body["details"] and "kind" not in body["details"]
@@ -177,12 +177,73 @@ async def test_managed_fields_can_be_stripped_but_not_by_accident(cluster):
     async with cluster.session() as http:
         _, obj = await call(http, "PATCH", cm_path(ns, "mf"), body=configmap("mf", {"a": "1"}), content_type=APPLY,
                             params=apply_params("owner"))
-        _, kept = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": []}},
-                             content_type=MERGE)
-        assert kept["metadata"]["managedFields"] == obj["metadata"]["managedFields"]
-        _, stripped = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": [{}]}},
-                                 content_type=MERGE)
-        assert "managedFields" not in stripped["metadata"]
+        # leaving managedFields out keeps them
+        _, kept = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"labels": {"x": "1"}}},
+                             content_type=MERGE, params={"fieldManager": "labeller"})
+        assert manager_entries(kept)[("owner", "Apply")] == manager_entries(obj)[("owner", "Apply")]
+        for strip in ([], [{}]):  # both reset (kube-apiserver's isResetManagedFields)
+            _, stripped = await call(http, "PATCH", cm_path(ns, "mf"), body={"metadata": {"managedFields": strip}},
+                                     content_type=MERGE)
+            assert "managedFields" not in stripped["metadata"]
+
+
+async def test_an_update_after_a_strip_records_no_entry(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(ns), body=configmap("st", {"a": "1"}), params={"fieldManager": "creator"})
+        await call(http, "PATCH", cm_path(ns, "st"), body={"metadata": {"managedFields": []}}, content_type=MERGE)
+        status, updated = await call(http, "PATCH", cm_path(ns, "st"), body={"data": {"b": "2"}}, content_type=MERGE,
+                                     params={"fieldManager": "editor"})
+        assert status == 200, updated
+        assert updated["data"] == {"a": "1", "b": "2"}
+        assert "managedFields" not in updated["metadata"]
+
+
+async def test_an_apply_after_a_strip_records_before_first_apply(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        await call(http, "POST", cm_path(ns), body=configmap("bfa", {"a": "1", "b": "1"}),
+                   params={"fieldManager": "creator"})
+        await call(http, "PATCH", cm_path(ns, "bfa"), body={"metadata": {"managedFields": [{}]}}, content_type=MERGE)
+        status, conflict = await call(http, "PATCH", cm_path(ns, "bfa"), body=configmap("bfa", {"a": "2"}),
+                                      content_type=APPLY, params=apply_params("applier"))
+        assert status == 409, conflict
+        assert conflict["message"] == ('Apply failed with 1 conflict: conflict with "before-first-apply" using v1: '
+                                       ".data.a")
+        status, applied = await call(http, "PATCH", cm_path(ns, "bfa"), body=configmap("bfa", {"a": "1"}),
+                                     content_type=APPLY, params=apply_params("applier"))
+        assert status == 200, applied
+        entries = manager_entries(applied)
+        assert set(entries) == {("applier", "Apply"), ("before-first-apply", "Update")}
+        assert entries[("applier", "Apply")]["fieldsV1"] == {"f:data": {"f:a": {}}}
+        assert entries[("before-first-apply", "Update")]["fieldsV1"] == {"f:data": {".": {}, "f:a": {}, "f:b": {}}}
+
+
+async def test_an_update_owns_the_maps_it_creates(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, created = await call(http, "POST", cm_path(ns), body=configmap("dot", {"a": "1"}),
+                                params={"fieldManager": "creator"})
+        assert manager_entries(created)[("creator", "Update")]["fieldsV1"] == {"f:data": {".": {}, "f:a": {}}}
+        _, labelled = await call(http, "PATCH", cm_path(ns, "dot"), content_type=MERGE,
+                                 body={"metadata": {"labels": {"x": "1"}}, "data": {"b": "2"}},
+                                 params={"fieldManager": "editor"})
+        assert manager_entries(labelled)[("editor", "Update")]["fieldsV1"] == {
+            "f:data": {"f:b": {}}, "f:metadata": {"f:labels": {".": {}, "f:x": {}}}}
+
+
+async def test_invalid_managed_fields_from_a_client_are_ignored(cluster):
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, created = await call(http, "POST", cm_path(ns), body=configmap("inv", {"a": "1"}),
+                                params={"fieldManager": "creator"})
+        for bad in ([{"manager": "x", "operation": "Bogus", "fieldsType": "FieldsV1", "fieldsV1": {}}],
+                    [{"manager": "x", "operation": "Update", "fieldsType": "FieldsV2", "fieldsV1": {}}],
+                    ["not an entry"]):
+            status, written = await call(http, "PATCH", cm_path(ns, "inv"), content_type=MERGE,
+                                         body={"metadata": {"managedFields": bad}})
+            assert status == 200, written
+            assert written["metadata"]["managedFields"] == created["metadata"]["managedFields"]
 
 
 async def test_apply_configuration_may_not_carry_managed_fields(cluster):

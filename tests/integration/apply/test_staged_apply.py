@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import NotFoundError
 from tests.integration.apply.conftest import configmap, mark, writes
 
 pytestmark = pytest.mark.integration
@@ -61,22 +63,43 @@ def deployment(name: str, namespace: str, *, app: str = "web", image: str = "ngi
 
 async def test_crd_and_custom_resource_in_one_apply(cluster: Any, kube: KubeClient, manager: ResourceManager) -> None:
     ns = cluster.namespace
+    group = f"{ns}.example.com"  # cluster-scoped names of its own: a real cluster keeps what earlier runs made
     objects = [
-        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}, "spec": {}},
-        crd("example.com", "Widget", "widgets"),
+        {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}, "spec": {}},
+        crd(group, "Widget", "widgets"),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{ns}-extra"}},
         configmap("in-new-ns", f"{ns}-extra"),
     ]
-    cs = await manager.apply_all_staged(objects, ApplyOptions())
-    assert str(cs) == "\n".join(
-        [
-            "CustomResourceDefinition/widgets.example.com created",
-            f"Namespace/{ns}-extra created",
-            f"ConfigMap/{ns}-extra/in-new-ns created",
-            f"Widget/{ns}/w created",
-        ]
-    )
-    assert (await kube.get("example.com/v1", "Widget", "w", ns))["metadata"]["name"] == "w"
+    try:
+        cs = await manager.apply_all_staged(objects, ApplyOptions())
+        assert str(cs) == "\n".join(
+            [
+                f"CustomResourceDefinition/widgets.{group} created",
+                f"Namespace/{ns}-extra created",
+                f"ConfigMap/{ns}-extra/in-new-ns created",
+                f"Widget/{ns}/w created",
+            ]
+        )
+        assert (await kube.get(f"{group}/v1", "Widget", "w", ns))["metadata"]["name"] == "w"
+    finally:
+        for api_version, kind, name in (("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"widgets.{group}"),
+                                        ("v1", "Namespace", f"{ns}-extra")):
+            with contextlib.suppress(NotFoundError):
+                await kube.delete(api_version, kind, name)
+
+
+async def test_custom_resources_wait_until_discovery_serves_their_new_kind(cluster: Any, manager: ResourceManager
+                                                                           ) -> None:
+    # a real kube-apiserver publishes a new CRD's group-version a moment after Established: here its
+    # discovery answers 404 three more times
+    server = cluster.require_server()
+    ns = cluster.namespace
+    group = f"{ns}.lag.example.com"
+    server.faults.fail(status=404, method="GET", path=f"^/apis/{group}/v1$", count=3)
+    objects = [crd(group, "Widget", "widgets"),
+               {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}}]
+    cs = await manager.apply_all_staged(objects, ApplyOptions(wait_interval=0.1))
+    assert [e.action for e in cs] == [Action.CREATED, Action.CREATED]
 
 
 async def test_failed_dry_run_in_a_stage_writes_nothing_in_that_stage(cluster: Any, manager: ResourceManager) -> None:

@@ -4,6 +4,15 @@ with a loopback artifact server standing in for source-controller.
 Tests drive it the way a user does: publish a source revision, create or edit a Kustomization,
 then wait for its conditions. Timeouts here are generous upper bounds for waiting, never timing
 assertions.
+
+Scope, so that the suite also runs on a real cluster (``TEST_KUBECONFIG``), which keeps whatever earlier
+tests left: the controller watches only the test's namespace (``--watch-all-namespaces=false``); a test
+that reaches into other namespaces creates them with ``env.create_namespace`` (named ``<namespace>-…``)
+and starts the controller with ``watch_all_namespaces=True``. Teardown stops the controller, then removes
+every Kustomization in those namespaces (finalizers stripped first: no controller is left to release
+them) together with the cluster-scoped objects of its inventory that still carry its owner labels (CRDs,
+namespaces: they would outlive the test namespace), and deletes the ``<namespace>-…`` namespaces; the
+``cluster`` fixture deletes the test namespace.
 """
 
 from __future__ import annotations
@@ -17,8 +26,11 @@ from typing import Any
 
 import pytest
 
+from kustomize_controller.api.inventory import InventoryIdError, parse_inventory_id
+from kustomize_controller.apply.selectors import has_owner_labels, owner_labels
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import FeatureGates, Settings, replace
@@ -38,6 +50,7 @@ class ControllerEnv:
     task: asyncio.Task[int] | None = None
     extra_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     manager: Manager | None = None
+    extra_namespaces: list[str] = field(default_factory=list)
 
     @property
     def server(self) -> ApiServer:
@@ -65,6 +78,51 @@ class ControllerEnv:
 
     def _set_manager(self, manager: Manager) -> None:
         self.manager = manager
+
+    async def create_namespace(self, name: str) -> None:
+        """Another namespace for this test (it must start with ``<namespace>-``; teardown deletes it)."""
+        if not name.startswith(f"{self.namespace}-"):
+            raise ValueError(f"Namespace/{name}: a test's extra namespaces are named {self.namespace}-…")
+        await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.extra_namespaces.append(name)
+
+    async def clean_up(self) -> None:
+        """Leave the cluster as the test found it (module docstring); run after ``stop()``."""
+        listed = await self.client.list("v1", "Namespace")
+        extra = sorted({str(n["metadata"]["name"]) for n in listed
+                        if str(n["metadata"]["name"]).startswith(f"{self.namespace}-")} | set(self.extra_namespaces))
+        for namespace in [self.namespace, *extra]:
+            for ks in await self.client.list(KS_API, "Kustomization", namespace):
+                name = ks["metadata"]["name"]
+                await self._delete_cluster_scoped_inventory(ks)
+                with contextlib.suppress(NotFoundError):
+                    if ks["metadata"].get("finalizers"):
+                        await self.client.patch(KS_API, "Kustomization", name, namespace,
+                                                {"metadata": {"finalizers": None}}, patch_type="merge")
+                    await self.client.delete(KS_API, "Kustomization", name, namespace)
+            for cm in await self.client.list("v1", "ConfigMap", namespace):
+                if cm["metadata"].get("finalizers"):  # a test's "hold" finalizer left by a failure
+                    with contextlib.suppress(NotFoundError):
+                        await self.client.patch("v1", "ConfigMap", cm["metadata"]["name"], namespace,
+                                                {"metadata": {"finalizers": None}}, patch_type="merge")
+        for namespace in extra:
+            with contextlib.suppress(NotFoundError):
+                await self.client.delete("v1", "Namespace", namespace)
+
+    async def _delete_cluster_scoped_inventory(self, ks: Mapping[str, Any]) -> None:
+        owner = owner_labels(ks["metadata"]["name"], ks["metadata"]["namespace"])
+        for entry in ((ks.get("status") or {}).get("inventory") or {}).get("entries") or []:
+            try:
+                oid = parse_inventory_id(str(entry.get("id", "")))
+            except InventoryIdError:
+                continue
+            if oid.namespace:
+                continue  # goes with its namespace
+            api_version = f"{oid.group}/{entry.get('v', '')}" if oid.group else str(entry.get("v", ""))
+            with contextlib.suppress(NotFoundError, NoKindMatchError):
+                live = await self.client.get(api_version, oid.kind, oid.name)
+                if has_owner_labels(live, owner):
+                    await self.client.delete(api_version, oid.kind, oid.name)
 
     async def metrics_url(self) -> str:
         for _ in range(600):
@@ -218,6 +276,13 @@ class ControllerEnv:
             return ok and (revision is None or status.get("lastAppliedRevision") == revision)
         return await self.wait_for(name, ready, within=within)
 
+    async def exists_cluster_scoped(self, api_version: str, kind: str, name: str) -> bool:
+        try:
+            await self.client.get(api_version, kind, name)
+        except NotFoundError:
+            return False
+        return True
+
     async def exists(self, api_version: str, kind: str, name: str) -> bool:
         try:
             await self.client.get(api_version, kind, name, self.namespace)
@@ -262,12 +327,14 @@ async def env(cluster: ClusterHandle) -> AsyncIterator[ControllerEnv]:
             kube_api_burst=-1,
             log_level="error",
             runtime_namespace=cluster.namespace,
+            watch_all_namespaces=False,  # see the module docstring
         )
         controller = ControllerEnv(cluster=cluster, client=client, artifacts=artifacts, settings=settings)
         try:
             yield controller
         finally:
             await controller.stop()
+            await controller.clean_up()
         # every failure a test provokes must be an expected one: an exception outside the reconcile
         # error tree is what Go calls a panic (a bug), whatever the test asserted
         if controller.manager is not None:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 async def publish_elsewhere(env: ControllerEnv, namespace: str) -> dict:  # type: ignore[type-arg]
-    await env.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await env.create_namespace(namespace)
     artifact = await env.artifacts.publish_files({"cm.yaml": configmap("a")}, name=f"{namespace}/shared")
     await publish_source(env.client, namespace=namespace, name="shared", artifact=artifact)
     return dict(artifact)
@@ -22,7 +22,7 @@ async def publish_elsewhere(env: ControllerEnv, namespace: str) -> dict:  # type
 async def test_cross_namespace_source_allowed_by_default(env: ControllerEnv) -> None:
     other = f"{env.namespace}-src"
     artifact = await publish_elsewhere(env, other)
-    await env.start()
+    await env.start(watch_all_namespaces=True)
     await env.create(env.kustomization(targetNamespace=env.namespace,
                                        sourceRef={"kind": "GitRepository", "name": "shared", "namespace": other}))
     await env.wait_ready(revision=artifact["revision"])
@@ -31,7 +31,7 @@ async def test_cross_namespace_source_allowed_by_default(env: ControllerEnv) -> 
 async def test_cross_namespace_source_blocked(env: ControllerEnv) -> None:
     other = f"{env.namespace}-src"
     await publish_elsewhere(env, other)
-    await env.start(no_cross_namespace_refs=True)
+    await env.start(no_cross_namespace_refs=True, watch_all_namespaces=True)
     await env.create(env.kustomization(targetNamespace=env.namespace,
                                        sourceRef={"kind": "GitRepository", "name": "shared", "namespace": other}))
     obj = await env.wait_for("app", lambda o: condition(o, "Stalled") == ("True", "AccessDenied"))

@@ -15,7 +15,15 @@ pytestmark = pytest.mark.integration
 async def test_unchanged_kustomization_writes_only_its_status(env: ControllerEnv) -> None:
     server = env.server
     ns = env.namespace
+    # defaults and canonical quantities appear in the live objects (as on a real server): the dry-runs
+    # answer them too, so none of this is drift
+    heavy = deployment("heavy").replace("          image: nginx:1.27\n", "          image: nginx:1.27\n"
+                                        "          resources:\n            limits: {cpu: '1.5', memory: 1024Mi}\n"
+                                        "            requests: {cpu: 1000m, memory: 2048Ki}\n")
+    service = ("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n"
+               "  ports:\n    - port: 80\n")
     artifact = await env.publish({"cm.yaml": configmap("a"), "deploy.yaml": deployment("web"),
+                                  "heavy.yaml": heavy, "svc.yaml": service,
                                   "sa.yaml": "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n"})
     await env.start()
     await env.create(env.kustomization(targetNamespace=ns, interval="2s", retryInterval="2s"))
@@ -33,7 +41,10 @@ async def test_unchanged_kustomization_writes_only_its_status(env: ControllerEnv
     dry_runs = server.requests.select(writes_only=True, include_dry_run=True)
     assert not [w for w in dry_runs if w.dry_run and w.resource != "kustomizations"]
     reads = {r.resource for r in server.requests.select(verb="get")}
-    assert reads >= {"configmaps", "deployments", "serviceaccounts"}
+    assert reads >= {"configmaps", "deployments", "serviceaccounts", "services"}
+    live = await env.get("apps/v1", "Deployment", "heavy")
+    assert live["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "1500m", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "2Mi"}}
     obj = await env.get_ks()
     assert obj["status"]["history"][0]["digest"] == digest
     assert len(obj["status"]["history"]) == 1

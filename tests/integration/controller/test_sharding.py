@@ -32,7 +32,7 @@ async def test_label_selector_shards(env: ControllerEnv) -> None:
 async def test_single_namespace_mode(env: ControllerEnv) -> None:
     ns = env.namespace
     other_ns = f"{ns}-other"
-    await env.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other_ns}})
+    await env.create_namespace(other_ns)
     artifact = await env.publish({"cm.yaml": configmap("a")})
     await env.start(watch_all_namespaces=False)
     elsewhere = env.kustomization("elsewhere", targetNamespace=ns,

@@ -2,6 +2,7 @@
 
 import pytest
 
+from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from tests.integration.runtime.helpers import configmap, eventually, make_client
@@ -76,15 +77,16 @@ async def test_status_subresource_of_a_custom_resource(cluster) -> None:
 
 async def test_a_crd_installed_later_becomes_usable_without_restart(cluster) -> None:
     ns = cluster.namespace
+    group = f"{ns}.demo.example.com"  # cluster-scoped: a name of its own, deleted afterwards
     async with await make_client(cluster) as client:
         with pytest.raises(NoKindMatchError):
-            await client.list("demo.example.com/v1", "Widget", ns)
+            await client.list(f"{group}/v1", "Widget", ns)
         crd = {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.demo.example.com"},
+            "metadata": {"name": f"widgets.{group}"},
             "spec": {
-                "group": "demo.example.com",
+                "group": group,
                 "scope": "Namespaced",
                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
                 "versions": [
@@ -98,19 +100,23 @@ async def test_a_crd_installed_later_becomes_usable_without_restart(cluster) -> 
             },
         }
         await client.apply(crd, field_manager="test")
+        try:
+            await _use_widget(client, group, ns)
+        finally:
+            await client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"widgets.{group}")
 
-        async def usable() -> bool:
-            try:
-                await client.list("demo.example.com/v1", "Widget", ns)
-            except NoKindMatchError:
-                return False
-            return True
 
-        await eventually(usable, what="Widget served")
-        await client.create(
-            {"apiVersion": "demo.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}}
-        )
-        assert (await client.get("demo.example.com/v1", "Widget", "w", ns))["metadata"]["name"] == "w"
+async def _use_widget(client: KubeClient, group: str, ns: str) -> None:
+    async def usable() -> bool:
+        try:
+            await client.list(f"{group}/v1", "Widget", ns)
+        except NoKindMatchError:
+            return False
+        return True
+
+    await eventually(usable, what="Widget served")
+    await client.create({"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": ns}})
+    assert (await client.get(f"{group}/v1", "Widget", "w", ns))["metadata"]["name"] == "w"
 
 
 async def test_impersonation_is_sent(cluster) -> None:

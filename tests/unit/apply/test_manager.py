@@ -254,7 +254,7 @@ def test_is_immutable_error() -> None:
             ConflictError(
                 "Apply failed with 1 conflict",
                 status=409,
-                details={"causes": [{"type": "FieldManagerConflict", "field": ".data.k"}]},
+                details={"causes": [{"reason": "FieldManagerConflict", "field": ".data.k"}]},
             ),
             ObjRef("", "ConfigMap", "d", "a"),
             "ConfigMap/d/a dry-run failed (FieldManagerConflict): Apply failed with 1 conflict",

@@ -42,7 +42,9 @@ def build(clock: FakeClock, *, grace: float = 30, election: LeaderElectionConfig
     return api, mgr, ctrl, rec
 
 
-async def test_graceful_stop_lets_in_flight_reconciles_finish() -> None:
+async def test_stop_cancels_in_flight_reconciles_at_once() -> None:
+    # upstream cancels the reconcile context when the manager stops: a reconcile waiting on anything
+    # (here a gate nobody opens) must not hold the process for the grace period
     clock = FakeClock()
     _, mgr, ctrl, rec = build(clock)
     run = asyncio.create_task(mgr.run(handle_signals=False))
@@ -51,27 +53,39 @@ async def test_graceful_stop_lets_in_flight_reconciles_finish() -> None:
     ctrl.queue.add(Request("ns", "b"))
     await asyncio.wait_for(rec.started.wait(), 1)
     mgr.stop()
-    await asyncio.sleep(0.01)
-    assert not run.done()
-    rec.gate.set()
-    assert await asyncio.wait_for(run, 1) == 0
-    assert rec.finished == 1 and rec.cancelled == 0  # b was queued, not started: dropped
+    assert await asyncio.wait_for(run, 1) == 0  # the fake clock never moved: no grace period waited
+    assert rec.finished == 0 and rec.cancelled == 1  # b was queued, not started: dropped
 
 
-async def test_grace_period_bounds_the_wait() -> None:
+class Stubborn(Blocking):
+    """A reconcile whose cleanup outlives the cancellation."""
+
+    async def reconcile(self, request: Request) -> Result:
+        self.started.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            await asyncio.Event().wait()  # cleanup that never ends (until cancelled again)
+        return Result()
+
+
+async def test_grace_period_bounds_the_cleanup_of_cancelled_reconciles() -> None:
     clock = FakeClock()
-    _, mgr, ctrl, rec = build(clock, grace=10)
+    _, mgr, ctrl, _ = build(clock, grace=10)
+    rec = Stubborn()
+    ctrl.reconciler = rec
     run = asyncio.create_task(mgr.run(handle_signals=False))
     await asyncio.sleep(0.01)
     ctrl.queue.add(Request("ns", "a"))
     await asyncio.wait_for(rec.started.wait(), 1)
     mgr.stop()
     await asyncio.sleep(0.01)  # let the manager start its grace timer
+    assert rec.cancelled == 1
     await clock.advance(9)
     assert not run.done()
     await clock.advance(1)
     assert await asyncio.wait_for(run, 1) == 0
-    assert rec.cancelled == 1
 
 
 async def test_second_stop_skips_the_grace_period() -> None:

@@ -58,7 +58,8 @@ def test_update_takes_changed_fields_from_other_managers():
     new = cm({"a": "2", "b": "1", "c": "1"}, managedFields=old["metadata"]["managedFields"])
     record_update(CONFIGMAP, old, new, manager="editor", subresource="", now=NOW)
     entries = {e["manager"]: e["fieldsV1"] for e in new["metadata"]["managedFields"]}
-    assert entries == {"creator": {"f:data": {"f:b": {}}}, "editor": {"f:data": {"f:a": {}, "f:c": {}}}}
+    # the creator made the data map itself ("."), the editor only changed and added keys in it
+    assert entries == {"creator": {"f:data": {".": {}, "f:b": {}}}, "editor": {"f:data": {"f:a": {}, "f:c": {}}}}
 
 
 def test_apply_conflict_force_and_removal():
@@ -72,7 +73,10 @@ def test_apply_conflict_force_and_removal():
     forced = server_side_apply(CONFIGMAP, live, cm({"a": "2", "b": "2"}), manager="flux", force=True,
                                subresource="", now=NOW)
     assert forced["data"] == {"a": "2", "b": "2"}
-    assert [e["manager"] for e in forced["metadata"]["managedFields"]] == ["flux"]
+    # forcing takes the conflicting field; the map kubectl created stays its own (structured-merge-diff
+    # only moves conflicting leaves)
+    entries = {e["manager"]: e["fieldsV1"] for e in forced["metadata"]["managedFields"]}
+    assert entries == {"flux": {"f:data": {"f:a": {}, "f:b": {}}}, "kubectl": {"f:data": {}}}
     shrunk = server_side_apply(CONFIGMAP, forced, cm({"b": "2"}), manager="flux", force=False, subresource="",
                                now=NOW)
     assert shrunk["data"] == {"b": "2"}

@@ -52,8 +52,9 @@ def test_strategic_merges_containers_env_and_ports_by_key():
     containers = result["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["a", "b"]
     assert containers[0]["image"] == "x:1"
-    assert containers[0]["env"] == [{"name": "E1", "value": "9"}, {"name": "E2", "value": "2"}]
-    assert [p["containerPort"] for p in containers[0]["ports"]] == [80, 443]
+    # the real server's order: what the patch names, in patch order, ahead of live-only items
+    assert containers[0]["env"] == [{"name": "E2", "value": "2"}, {"name": "E1", "value": "9"}]
+    assert [p["containerPort"] for p in containers[0]["ports"]] == [443, 80]
 
 
 def test_strategic_directives():
@@ -62,7 +63,7 @@ def test_strategic_directives():
     patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "finalizers": ["c"]},
              **_pod_template({"name": "b", "$patch": "delete"}, {"name": "a", "args": ["3"]})}
     result = strategic_merge_patch(DEPLOYMENT, target, patch)
-    assert result["metadata"]["finalizers"] == ["b", "c"]
+    assert result["metadata"]["finalizers"] == ["c", "b"]
     containers = result["spec"]["template"]["spec"]["containers"]
     assert containers == [{"name": "a", "image": "x", "args": ["3"]}]  # args has no merge key: replaced
     replaced = strategic_merge_patch(DEPLOYMENT, {"spec": {"selector": {"a": "1", "b": "2"}}},
@@ -97,3 +98,18 @@ def test_custom_types_default_to_atomic_lists():
     assert list_type(custom, ("spec", "items")).keys == ("id",)
     assert list_type(custom, ("spec", "other")).kind == "atomic"
     assert list_type(custom, ("metadata", "finalizers")).kind == "set"
+
+
+@pytest.mark.parametrize(("live", "patch", "expected"), [
+    (["A"], ["B"], ["B", "A"]),  # a new item goes before the live-only one it meets
+    (["A", "B"], ["B", "C"], ["A", "B", "C"]),  # A is before B in the live list: it stays first
+    (["A", "B", "C"], ["C", "A"], ["B", "C", "A"]),  # patch order among named items; B (live 1) < C (live 2)
+    (["A", "B"], ["C"], ["C", "A", "B"]),
+])
+def test_strategic_merge_order_is_apimachinery_s(live, patch, expected):
+    def env(names):
+        return [{"name": n, "value": "1"} for n in names]
+
+    target = _pod_template({"name": "c", "image": "x", "env": env(live)})
+    result = strategic_merge_patch(DEPLOYMENT, target, _pod_template({"name": "c", "env": env(patch)}))
+    assert [e["name"] for e in result["spec"]["template"]["spec"]["containers"][0]["env"]] == expected

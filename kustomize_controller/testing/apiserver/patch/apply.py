@@ -10,8 +10,8 @@ Given the live object (or none), an applied configuration and a field manager:
    Setting a field to the value it already has never conflicts: ownership is shared.
 4. The manager's Apply entry becomes exactly the set of fields it sent.
 
-Approximations (docs/testing.md): no defaulting of the applied configuration; ``null`` in an applied
-configuration removes the field.
+Approximations (docs/testing.md): the applied configuration itself is not defaulted (the merged result is,
+as every write); ``null`` in an applied configuration removes the field.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..errors import ApiStatusError
 from ..kinds import ResourceType
 from ..schema import FieldNames, list_type
 from .fieldsets import MISSING, Path, fields_of, has_descendant, item_key, path_string, remove_path, value_at
-from .managed import Entry, find, load, status_scope, store
+from .managed import Entry, before_first_apply, find, load, status_scope, store
 
 
 def structured_merge(rt: ResourceType, live: Any, applied: Any, names: FieldNames = ()) -> Any:
@@ -104,7 +104,7 @@ def interleave(live: list[Any], applied: list[Any], key: Callable[[Any], str],
 
 
 def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiStatusError:
-    causes = [{"type": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
               for e, p in conflicts]
     if len(conflicts) == 1:
         entry, path = conflicts[0]
@@ -133,6 +133,8 @@ def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: di
     applied_fields = fields_of(rt, config, status=scope)
 
     entries = load(live)
+    if live is not None and not entries:
+        entries = [before_first_apply(rt, live, subresource=subresource, now=now)]
     identity = (manager, "Apply", subresource, "")
     mine = find(entries, identity)
     previous = mine.fields if mine is not None else set()

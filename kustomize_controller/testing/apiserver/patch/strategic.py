@@ -6,6 +6,11 @@ ownerReferences by uid — see ``schema.py``) merge item by item; lists of scala
 (``metadata.finalizers``) merge as sets; every other list is replaced. Directives understood:
 ``$patch: delete`` on a list item or map, ``$patch: replace`` on a map or list item, ``$patch: merge``,
 ``$deleteFromPrimitiveList/<field>``, ``$retainKeys``; ``$setElementOrder/<field>`` reorders merged items.
+
+Order of a merged list (apimachinery's ``normalizeElementOrder``): the items the patch names, in patch
+order, and the live-only items, in live order, interleaved by their live positions where both sides
+have one; an item only the patch has goes before the live-only item it is compared with (so a new
+``env`` entry lands first). ``$setElementOrder`` takes precedence over all of that.
 """
 
 from __future__ import annotations
@@ -76,13 +81,15 @@ def _merge_list(rt: ResourceType, target: Any, patch: list[Any], path: FieldName
     if lt.patch_key is None or lt.kind == "atomic":
         return [copy.deepcopy(item) for item in patch if not _is_directive(item)]
     if lt.kind == "set" or lt.patch_key == "":
+        original = list(current)
         for item in patch:
             if item not in current:
                 current.append(copy.deepcopy(item))
-        return current
+        return _patch_order(current, [item for item in patch if not _is_directive(item)], original, None)
     key = lt.patch_key
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [copy.deepcopy(item) for item in patch if not _is_directive(item)]
+    original = list(current)
     for item in patch:
         if not isinstance(item, dict):
             raise bad_request(f"strategic merge patch: list item of {'.'.join(path)} is not an object")
@@ -98,7 +105,41 @@ def _merge_list(rt: ResourceType, target: Any, patch: list[Any], path: FieldName
             current.append(_merge_map(rt, {}, item, path))
         else:
             current[index] = _merge_map(rt, current[index], item, path)
-    return current
+    named = [item for item in patch if isinstance(item, dict) and item.get("$patch") != "delete"]
+    return _patch_order(current, named, original, key)
+
+
+def _patch_order(merged: list[Any], patch: list[Any], original: list[Any], key: str | None) -> list[Any]:
+    """``merged`` in the order the real server gives a strategic merge (module docstring)."""
+    def ident(item: Any) -> str:
+        return json_key(item.get(key) if key and isinstance(item, dict) else item)
+
+    patch_rank: dict[str, int] = {}
+    for item in patch:
+        patch_rank.setdefault(ident(item), len(patch_rank))
+    live_rank: dict[str, int] = {}
+    for item in original:
+        live_rank.setdefault(ident(item), len(live_rank))
+    named = sorted((m for m in merged if ident(m) in patch_rank), key=lambda m: patch_rank[ident(m)])
+    server_only = [m for m in merged if ident(m) not in patch_rank]
+    result: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(named):
+        if j >= len(named):
+            result.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            result.append(named[j])
+            j += 1
+        else:
+            left, right = live_rank.get(ident(server_only[i])), live_rank.get(ident(named[j]))
+            if left is not None and right is not None and left < right:
+                result.append(server_only[i])
+                i += 1
+            else:
+                result.append(named[j])
+                j += 1
+    return result
 
 
 def _is_directive(item: Any) -> bool:
