@@ -81,8 +81,12 @@ def config_map(name: str, namespace: str | None = None) -> str:
 
 
 async def make_namespace(env: ControllerEnv, name: str) -> None:
+    """A namespace a seed document names (``flux-system``, ``webapp``…): not ``<namespace>-…``, so the
+    controller of these tests watches every namespace; teardown deletes it with the test's own."""
     with contextlib.suppress(AlreadyExistsError):
         await env.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    if name != env.namespace and name not in env.extra_namespaces:
+        env.extra_namespaces.append(name)
 
 
 async def publish(env: ControllerEnv, *, namespace: str, name: str, files: dict[str, str], kind: str = "GitRepository"
@@ -162,7 +166,7 @@ def test_every_seed_file_has_a_case() -> None:
 async def test_seed_applies_unchanged_and_gets_ready(env: ControllerEnv, seed: str) -> None:
     server = env.cluster.require_server()
     server.cluster.simulate_workloads = True  # Deployments under health check become available
-    await start_with_webhook(env)
+    await start_with_webhook(env, watch_all_namespaces=True)  # the documents name their namespaces
     namespace = await prepare(env, seed)
     path = SEEDS / seed
     output = await apply_file(env, path, namespace)
