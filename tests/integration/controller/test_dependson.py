@@ -105,9 +105,10 @@ async def test_invalid_ready_expr_is_terminal(env: ControllerEnv) -> None:
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
 
 
+# with polling only the chain would take three --requeue-dependency intervals: the gate on, only
+@pytest.mark.parametrize("queueing", [True], ids=["queueing"], indirect=True)
 async def test_a_chain_is_woken_by_its_dependencies_not_the_poll(env: ControllerEnv, queueing: bool) -> None:
-    if not queueing:
-        pytest.skip("polling only: the chain would take three --requeue-dependency intervals")
+    assert queueing
     ns = env.namespace
     chain = ["c1", "c2", "c3", "c4"]
     artifact = await env.publish({f"{name}/cm.yaml": configmap(name) for name in chain})
