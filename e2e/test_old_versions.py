@@ -86,6 +86,8 @@ async def test_v1alpha1_decryption(scenario: Scenario) -> None:
     await apply_and_wait(scenario, "v1alpha1-decryption.yaml")
 
 
+# the source is in another namespace: a controller that watches only its own would never see it
+@pytest.mark.controller_args("--watch-all-namespaces=true")
 async def test_v1_bucket_in_another_namespace(scenario: Scenario) -> None:
     await conversion_ready(scenario)
     ns = scenario.namespace
