@@ -20,9 +20,12 @@ Contract:
   build's own view of the artifact) runs without Go's garbage collector until its heap reaches
   256 MiB (``GOGC=off GOMEMLIMIT=256MiB``): kubectl's start-up alone allocates enough to trigger
   several collections at Go's default 4 MiB first target, and a build of 4 objects then spends
-  about a quarter less CPU (~45 → ~34 ms, measured in ``bench/analysis.md``); the limit brings the
-  collector back for an input that expands far beyond its size. A larger input keeps Go's default
-  (the 1,000-object build would otherwise peak at 150-280 MiB instead of 100 MiB).
+  about a fifth less CPU (~45 → ~36 ms, measured in ``bench/analysis.md``); the limit brings the
+  collector back for an input that expands far beyond its size (remote bases, which the local tree
+  does not show): such a build then collects as often as it must to stay near 256 MiB, and only one
+  whose live objects exceed that (several thousand objects) is slowed, by at most the share of CPU
+  Go gives its collector under a memory limit. A larger local input keeps Go's default (the
+  1,000-object build would otherwise peak at 150-280 MiB instead of 100 MiB).
 - At most ``max_parallel`` builds run at once (default: twice the CPU count: a build's wall time is
   not all CPU — the exec and page-faulting of a ~60 MB binary, pipes — so one slot per CPU left the
   cores idle between builds; a cold start of 100 Kustomizations took ~10 % less with 4 slots than with
