@@ -145,7 +145,9 @@ class BuildOptions:
         cls, kustomization: Kustomization, *, no_remote_bases: bool = False, strict_substitution: bool = True
     ) -> BuildOptions:
         """From the API model (its JSON form, so fields keep upstream's names)."""
-        spec = kustomization.model_dump(by_alias=True, mode="json")["spec"]
+        # the spec alone: dumping the whole object also serialised the status (inventory, history) on
+        # every reconcile, for nothing; each model serialises itself, so the spec's JSON is the same
+        spec = kustomization.spec.model_dump(by_alias=True, mode="json")
         return cls.from_spec(spec, no_remote_bases=no_remote_bases, strict_substitution=strict_substitution)
 
 
