@@ -66,7 +66,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--note", default="", help="a sentence about the conditions, printed in the report")
     p.add_argument("--profile-dir", default=None,
                    help="run the cold-start controller under py-spy and keep its raw profile here "
-                        "(py-spy must be installed; RSS/CPU numbers then describe py-spy)")
+                        "(py-spy must be installed; RSS/CPU numbers then describe py-spy); monorepo: py-spy "
+                        "attached for each phase after the cold start")
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and temporary files")
     return p.parse_args(argv)
 

@@ -14,6 +14,8 @@ source status is written to the moment the driver's watch sees every Kustomizati
 For each phase: seconds, controller CPU seconds, kustomize CPU seconds (the controller's reaped
 children), artifact downloads and kustomize runs — both read from the controller's own
 ``kustomize_controller_*_cache_requests_total`` counters (runs = build misses + bypasses).
+With ``--profile-dir`` py-spy is attached to the controller for phases 2 and 3 only
+(``monorepo-<n>-<phase>.txt``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.procs import ControllerProcess, metric_sum, scrape
+from bench.procs import ControllerProcess, metric_sum, profiled, scrape
 from bench.scenarios import Config, Metrics, _settled, api_cpu, cluster, controller
 from bench.workload import (
     APPS_NS,
@@ -129,8 +131,10 @@ async def monorepo(cfg: Config, n: int, *, shared_every: int = 10, into: Metrics
             for key, files in phases:
                 before = _Counters(await _settled(ctrl))
                 stats = ctrl.stats()
-                revision, t0 = await _publish(client, artifacts, files)
-                ready = await tracker.wait_ready(dict.fromkeys(names, revision), within=max(300.0, n * 1.0))
+                profile = cfg.profile_dir / f"monorepo-{n}-{key}.txt" if cfg.profile_dir else None
+                async with profiled(ctrl.pid, profile):
+                    revision, t0 = await _publish(client, artifacts, files)
+                    ready = await tracker.wait_ready(dict.fromkeys(names, revision), within=max(300.0, n * 1.0))
                 m[f"{key}.seconds"] = ready - t0
                 await _phase(m, key, ctrl, before, stats.cpu_s, stats.children_cpu_s)
                 if key == "one_app":

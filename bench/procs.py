@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -292,6 +293,32 @@ class ControllerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+@contextlib.asynccontextmanager
+async def profiled(pid: int, out: Path | None) -> AsyncIterator[None]:
+    """py-spy attached to a running process for the body only (``out``: its raw profile; None: no-op).
+
+    For profiling one phase of a scenario (e.g. the monorepo's "one app changed") without the cold
+    start that precedes it dominating the samples."""
+    if out is None:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    py_spy = str(Path(sys.executable).parent / "py-spy")
+    proc = await asyncio.create_subprocess_exec(
+        py_spy, "record", "--rate", "200", "--format", "raw", "--nonblocking", "--pid", str(pid), "-o", str(out),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
+    )
+    try:
+        await asyncio.sleep(0.5)  # py-spy attaches
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT and detaches
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 30)
+        await _terminate(proc, grace=5)
 
 
 async def scrape(url: str) -> dict[tuple[str, str], float]:

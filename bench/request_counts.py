@@ -11,7 +11,9 @@ and every real kube-apiserver), the 50 qps / 300 burst bucket when ``flow_contro
 Metrics (prefix ``apf`` or ``noapf``): ``<phase>.seconds``, ``<phase>.requests_per_ks`` and
 ``<phase>.req.<what>`` per Kustomization, where ``<what>`` is the verb, dry-run and resource from the
 controller's ``kustomize_controller_kube_requests_total`` (so the counts are the controller's own, on any
-cluster), and ``mode.<throttling mode>`` = 1 for the mode the controller chose.
+cluster), and ``mode.<throttling mode>`` = 1 for the mode the controller chose; ``cold.cpu_s``,
+``cold.kustomize_cpu_s`` and ``cold.apiserver_cpu_s``: the CPU seconds of the controller (start-up
+included), of its kustomize builds and of the embedded API server until all were Ready.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 
 from bench.procs import metric_sum, requests_by_kind, throttling_mode
-from bench.scenarios import Config, Metrics, _settled, cluster, controller
+from bench.scenarios import Config, Metrics, _settled, api_cpu, cluster, controller
 from bench.workload import EXTERNAL_KUBECONFIG, Tracker, bounded, publish, request_reconcile, setup
 
 FLAGS = ["--concurrent=20"]
@@ -60,11 +62,18 @@ async def request_counts(cfg: Config, n: int, *, flow_control_headers: bool = Tr
     async with cluster(cfg, label, api_args=api_args) as (api, client, artifacts), Tracker(client) as tracker:
         expected = await setup(client, artifacts, n, wait=cfg.wait)
         names = list(expected)
+        api0 = api_cpu(api)
         started = time.perf_counter()
         ctrl = controller(cfg, api, name=label, flags=FLAGS)
         async with ctrl:
             ready = await tracker.wait_ready(expected, within=max(300.0, n * 1.0))
             m[f"{prefix}.cold.seconds"] = ready - started
+            # where the cold start's CPU went (start-up included): the floor its wall time has on this machine
+            stats = ctrl.stats()
+            m[f"{prefix}.cold.cpu_s"] = stats.cpu_s
+            m[f"{prefix}.cold.kustomize_cpu_s"] = stats.children_cpu_s
+            if api.pid:
+                m[f"{prefix}.cold.apiserver_cpu_s"] = api_cpu(api) - api0
             cold = await _settled(ctrl)
             m[f"{prefix}.mode.{throttling_mode(cold)}"] = 1.0
             _per_ks(cold, {}, n, m, f"{prefix}.cold")

@@ -406,11 +406,27 @@ async def baseline(cfg: Config, n: int, *, parallel: int) -> Metrics:
         root = Path(tempfile.mkdtemp(prefix="baseline-src-", dir=cfg.workdir))
         dirs = [write_app_dir(root, i) for i in range(n)]
         cache = root / "kube-cache"
+        api0 = api_cpu(api)
+        kubectl0 = _children_cpu()
         started = time.perf_counter()
         await bounded((_kubectl_apply(cfg, d, api.kubeconfig, cache) for d in dirs), limit=parallel)
         seconds = time.perf_counter() - started
+        kubectl_cpu = _children_cpu() - kubectl0
+        api_cpu_s = api_cpu(api) - api0
     key = "serial" if parallel == 1 else f"parallel{parallel}"
-    return {f"baseline.{key}_s": seconds, f"baseline.{key}_per_s": n / seconds}
+    m = {f"baseline.{key}_s": seconds, f"baseline.{key}_per_s": n / seconds,
+         f"baseline.{key}_kubectl_cpu_s": kubectl_cpu}
+    if api.pid:
+        m[f"baseline.{key}_apiserver_cpu_s"] = api_cpu_s
+    return m
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the driver's reaped children (the kubectl processes of the baseline)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def machine() -> dict[str, str]:

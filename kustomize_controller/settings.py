@@ -136,7 +136,7 @@ class Settings:
     # Ours, beyond upstream:
     artifact_max_size: int = 256 * 1024 * 1024
     kustomize_binary: str = ""
-    build_concurrency: int = 0  # 0 = number of CPUs
+    build_concurrency: int = 0  # 0 = twice the number of CPUs
     artifact_cache_max_size: int = 256 * 1024 * 1024
     build_cache_max_size: int = 16 * 1024 * 1024
     concurrent_health_checks: int = 32
@@ -299,7 +299,7 @@ FLAGS: tuple[_Flag, ...] = (
           "Publish a reconcile's progress states (Ready=Unknown, Reconciling messages) only once it has run "
           "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
-          "The number of kustomize builds run in parallel; 0 means the number of CPUs (ours)."),
+          "The number of kustomize builds run in parallel; 0 means twice the number of CPUs (ours)."),
     _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
           "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
     _Flag("build-cache-max-size", "build_cache_max_size", "int",

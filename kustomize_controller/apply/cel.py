@@ -30,9 +30,10 @@ import base64
 import binascii
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import cel as celpy
+if TYPE_CHECKING:
+    import cel as celpy
 
 from kustomize_controller.apply.errors import InvalidCELExpressionError
 from kustomize_controller.apply.kstatus import Status, StatusResult
@@ -125,8 +126,16 @@ def _is_operator(name: str) -> bool:
     return name.startswith(("_", "@", "!")) or name.endswith("_")
 
 
+def _celpy() -> Any:
+    # Imported on first use: the library pulls in its command-line front end (typer, prompt_toolkit),
+    # about 80 ms of every controller start-up, although most fleets never write a CEL expression.
+    import cel
+
+    return cel
+
+
 def _context(variables: Mapping[str, Any]) -> celpy.Context:
-    ctx = celpy.Context(variables=dict(variables))
+    ctx: celpy.Context = _celpy().Context(variables=dict(variables))
     for name, fn in _EXTENSIONS.items():
         ctx.add_function(name, fn)
     return ctx
@@ -163,7 +172,7 @@ def compile_expression(source: str) -> CelExpression:
     if not source.strip():
         raise CelCompileError("failed to parse the CEL expression '': empty expression")
     try:
-        program = celpy.compile(source)
+        program = _celpy().compile(source)
     except Exception as exc:  # ValueError for parse errors; be defensive about others
         detail = str(exc).replace(f"Failed to parse expression '{source}': ", "")
         raise CelCompileError(f"failed to parse the CEL expression '{source}': {detail}") from exc

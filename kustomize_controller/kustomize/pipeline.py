@@ -145,7 +145,9 @@ class BuildOptions:
         cls, kustomization: Kustomization, *, no_remote_bases: bool = False, strict_substitution: bool = True
     ) -> BuildOptions:
         """From the API model (its JSON form, so fields keep upstream's names)."""
-        spec = kustomization.model_dump(by_alias=True, mode="json")["spec"]
+        # the spec alone: dumping the whole object also serialised the status (inventory, history) on
+        # every reconcile, for nothing; each model serialises itself, so the spec's JSON is the same
+        spec = kustomization.spec.model_dump(by_alias=True, mode="json")
         return cls.from_spec(spec, no_remote_bases=no_remote_bases, strict_substitution=strict_substitution)
 
 
@@ -239,6 +241,8 @@ class BuildPipeline:
         self._artifacts = artifacts
         self._builds = builds
         self._reach_memo: OrderedDict[tuple[str, str, str, str, bool], Reach] = OrderedDict()
+        # spec.path resolved in a cached artifact's tree, relative to it: (url, digest, path) → path
+        self._select_memo: OrderedDict[tuple[str, str, str], Path] = OrderedDict()
         self._max_extract_bytes = max_extract_bytes
         self._max_extract_entries = max_extract_entries
 
@@ -293,17 +297,36 @@ class BuildPipeline:
     async def _shared_checkout(
         self, shared: Path, path: str, *, artifact: tuple[str, str] | None = None
     ) -> AsyncIterator[Checkout]:
-        selected = self._select(shared, shared, path)
+        directory = self._select_shared(shared, path, artifact)
         async with contextlib.AsyncExitStack() as views:
             yield Checkout(
                 root=shared,
-                directory=selected.directory,
+                directory=directory,
                 workdir=shared,
                 shared=shared,
-                shared_directory=selected.directory,
+                shared_directory=directory,
                 views=views,
                 artifact=artifact,
             )
+
+    def _select_shared(self, shared: Path, path: str, artifact: tuple[str, str] | None) -> Path:
+        """``spec.path`` in a shared tree, remembered per artifact as :meth:`_reach` is (``url`` +
+        ``digest`` fix every byte of the tree, which is never written): a reconcile of a known
+        artifact then makes no file-system call on the event loop to find its directory. Only a path
+        found is remembered (a missing one is looked up, and reported, every time), relative to the
+        tree, so a tree extracted again elsewhere is joined afresh."""
+        key = None if artifact is None else (*artifact, path)
+        if key is not None:
+            relative = self._select_memo.get(key)
+            if relative is not None:
+                self._select_memo.move_to_end(key)
+                return shared / relative
+        directory = self._select(shared, shared, path).directory
+        if key is not None:
+            self._select_memo[key] = directory.relative_to(shared)
+            while len(self._select_memo) > _REACH_MEMO_SIZE:
+                self._select_memo.popitem(last=False)
+        return directory
 
     async def _reach(self, checkout: Checkout, source: Path, source_dir: Path, options: BuildOptions) -> Reach:
         """:func:`.reach.reach`, remembered per artifact (``url`` + ``digest`` fix every byte of the

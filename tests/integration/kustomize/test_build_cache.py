@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder
 from kustomize_controller.kustomize.build_cache import BuildCache
-from kustomize_controller.kustomize.errors import DecryptionError, KustomizeError
+from kustomize_controller.kustomize.errors import DecryptionError, KustomizeError, PathNotFoundError
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, BuildResult, Decryptor
@@ -367,3 +368,31 @@ async def test_writes_of_a_build_never_reach_the_shared_tree(env: Env) -> None:
     await env.build(artifact, {"path": "gen", "namePrefix": "g-"})  # generated kustomization.yaml
     assert tree_digest(shared) == before
     assert not (shared / "gen" / "kustomization.yaml").exists()
+
+
+async def test_the_remembered_path_of_an_artifact_never_answers_for_another(env: Env) -> None:
+    """spec.path is resolved once per artifact: a missing path is still reported every time, another
+    path or another revision is resolved afresh, and a tree extracted again is found again."""
+    artifact = await env.publish(REPO)
+    for _ in range(2):
+        async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="./app") as co:
+            assert co.directory == co.root / "app" and co.directory.is_dir()
+        with pytest.raises(PathNotFoundError, match=r"^kustomization path not found: stat missing: "):
+            async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="missing"):
+                pass
+    async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="base") as co:
+        assert co.directory == co.root / "base"
+    # the next revision has no app/ any more: the path known for the previous one is not trusted
+    moved = {k.replace("app/", "apps/app/"): v for k, v in REPO.items()}
+    revision = await env.publish(moved)
+    with pytest.raises(PathNotFoundError, match=r"^kustomization path not found: stat app: "):
+        async with env.pipeline.checkout(url=revision["url"], digest=revision["digest"], path="./app"):
+            pass
+    # a tree removed from disk under us is extracted again and the remembered path joined to it
+    async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="app") as co:
+        root = co.root
+    shutil.rmtree(root)
+    async with env.pipeline.checkout(url=artifact["url"], digest=artifact["digest"], path="app") as co:
+        assert co.directory == co.root / "app" and co.directory.is_dir()
+        result = await env.pipeline.build(co, BuildOptions.from_spec(APP), var_source=env.var_source)
+    assert result.objects

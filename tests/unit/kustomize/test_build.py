@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from kustomize_controller.kustomize.build import (
+    SMALL_INPUT_BYTES,
     BuilderCommand,
     KustomizeBuilder,
     _clean_stderr,
     _parse_version,
     _run,
     detect_builder,
+    small_input,
 )
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.runtime.clock import FakeClock, RealClock
@@ -122,6 +124,42 @@ async def test_build_go_max_procs_can_be_left_to_go(tmp_path: Path, monkeypatch:
     out = (await builder_for(fake, RealClock(), go_max_procs=3).build(
         tmp_path, root=tmp_path, workdir=tmp_path, allow_remote=False)).decode()
     assert "GOMAXPROCS=3\n" in out
+
+
+def test_small_input_bounds(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "kustomization.yaml").write_text("resources: [b]\n")
+    (root / "a" / "b" / "x.yaml").write_bytes(b"x" * 1000)
+    assert small_input(root)
+    assert not small_input(root, max_bytes=999)  # bytes, nested files included
+    assert not small_input(root, max_files=3)  # a, a/b, a/kustomization.yaml, a/b/x.yaml
+    assert small_input(root, max_files=4)
+    outside = tmp_path / "big"
+    outside.write_bytes(b"y" * 5000)
+    (root / "link").symlink_to(outside)  # counted, never followed
+    assert small_input(root, max_bytes=1100)
+    assert not small_input(tmp_path / "missing")
+
+
+async def test_small_builds_run_without_go_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOGC", "50")  # the controller's own environment never leaks into a build
+    fake = script(tmp_path / "kustomize", "/usr/bin/env\n")
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "kustomization.yaml").write_text("resources: []\n")
+    out = (await builder_for(fake, RealClock()).build(
+        small, root=small, workdir=tmp_path, allow_remote=False)).decode()
+    assert "GOGC=off\n" in out and "GOMEMLIMIT=256MiB\n" in out
+    out = (await builder_for(fake, RealClock(), small_builds_without_gc=False).build(
+        small, root=small, workdir=tmp_path, allow_remote=False)).decode()
+    assert "GOGC" not in out and "GOMEMLIMIT" not in out
+    large = tmp_path / "large"
+    large.mkdir()
+    (large / "app.yaml").write_bytes(b"#" * (SMALL_INPUT_BYTES + 1))
+    out = (await builder_for(fake, RealClock()).build(
+        large, root=large, workdir=tmp_path, allow_remote=False)).decode()
+    assert "GOGC" not in out and "GOMEMLIMIT" not in out
 
 
 async def test_build_failure_message(tmp_path: Path) -> None:
