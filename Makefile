@@ -15,7 +15,7 @@ test: venv builder
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n 3 --dist loadfile
 
 # The controller's main job. With a reachable cluster in KUBECONFIG it runs the controller against it
 # (ARGS are controller flags); otherwise it starts the embedded API server, publishes examples/ as a
