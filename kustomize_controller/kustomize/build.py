@@ -18,13 +18,16 @@ Contract:
   ``docs/benchmarks.md``); a large build is no slower, kustomize being single-threaded.
 - A build whose input is small (``small_input``: at most 64 files and 256 KiB under its root, the
   build's own view of the artifact) runs without Go's garbage collector until its heap reaches
-  256 MiB (``GOGC=off GOMEMLIMIT=256MiB``): kubectl's start-up alone allocates enough to trigger
+  128 MiB (``GOGC=off GOMEMLIMIT=128MiB``): kubectl's start-up alone allocates enough to trigger
   several collections at Go's default 4 MiB first target, and a build of 4 objects then spends
   about a fifth less CPU (~45 → ~36 ms, measured in ``bench/analysis.md``); the limit brings the
   collector back for an input that expands far beyond its size (remote bases, which the local tree
-  does not show): such a build then collects as often as it must to stay near 256 MiB, and only one
-  whose live objects exceed that (several thousand objects) is slowed, by at most the share of CPU
-  Go gives its collector under a memory limit. A larger local input keeps Go's default (the
+  does not show): such a build then collects as often as it must to stay near 128 MiB, and only one
+  whose live objects exceed that (a few thousand objects) is slowed, by at most the share of CPU
+  Go gives its collector under a memory limit. 128 MiB, not more: with Go's default a build peaks
+  near twice its live heap, so the limit never lets a build grow past what the default would reach
+  for a live heap above 64 MiB, and four parallel builds stay well inside the manifests' 1 GiB limit
+  (a 4-object build's heap stays under 10 MB either way). A larger local input keeps Go's default (the
   1,000-object build would otherwise peak at 150-280 MiB instead of 100 MiB).
 - At most ``max_parallel`` builds run at once (default: twice the CPU count: a build's wall time is
   not all CPU — the exec and page-faulting of a ~60 MB binary, pipes — so one slot per CPU left the
@@ -201,7 +204,7 @@ async def _run_to_end(cleanup: Coroutine[Any, Any, None]) -> None:
 
 SMALL_INPUT_FILES = 64
 SMALL_INPUT_BYTES = 256 << 10
-_SMALL_BUILD_GO_ENV = {"GOGC": "off", "GOMEMLIMIT": "256MiB"}
+_SMALL_BUILD_GO_ENV = {"GOGC": "off", "GOMEMLIMIT": "128MiB"}
 
 
 def small_input(root: Path, *, max_files: int = SMALL_INPUT_FILES, max_bytes: int = SMALL_INPUT_BYTES) -> bool:
