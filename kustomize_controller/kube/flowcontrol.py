@@ -57,7 +57,10 @@ async def priority_and_fairness_enabled(client: KubeClient) -> bool:
     # the status does not matter: a server that refuses the ping (403 on a locked-down cluster) has
     # still classified it, and says so in the headers
     _status, headers = await client.probe(PING_PATH, request_timeout=PROBE_TIMEOUT)
-    return any(headers.get(name) for name in (FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER))
+    # header names are case-insensitive, and Go's net/http sends them canonicalised
+    # (``X-Kubernetes-Pf-Flowschema-Uid``), not as the constants spell them
+    present = {name.lower() for name, value in headers.items() if value}
+    return any(name.lower() in present for name in (FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER))
 
 
 def decide(*, apf: bool, qps: float, burst: int, probe_error: str = "") -> Throttling:

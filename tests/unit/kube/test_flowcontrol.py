@@ -47,6 +47,15 @@ async def test_either_header_turns_the_limiter_off() -> None:
         assert [r.url for r in transport.requests] == ["http://fake/livez/ping"]
 
 
+async def test_the_headers_as_go_spells_them_turn_the_limiter_off() -> None:
+    """kube-apiserver's net/http canonicalises header names: X-Kubernetes-Pf-Flowschema-Uid."""
+    for header in ("X-Kubernetes-Pf-Flowschema-Uid", "x-kubernetes-pf-prioritylevel-uid"):
+        client = KubeClient.for_server("http://fake", transport=_server({header: "uid"}), qps=50, burst=300)
+        throttling = await configure_throttling(client, qps=50, burst=300)
+        assert throttling.mode == "priority-and-fairness"
+        assert not client.rate_limited
+
+
 async def test_no_header_keeps_the_flags_exactly() -> None:
     clock = FakeClock()
     client = KubeClient.for_server("http://fake", transport=_server({}), qps=2, burst=3, clock=clock)
