@@ -36,7 +36,8 @@ from kustomize_controller.kustomize.errors import ExtractError
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
 DEFAULT_MAX_ENTRIES = 100_000
 _CHUNK = 1 << 16
-_DIR_RE = re.compile(r"^kustomization-(\d+)-")
+# kustomization-<pid>-<start>-XXXX; <start> (the process's start time) may be absent (older runs, no /proc)
+_DIR_RE = re.compile(r"^kustomization-(\d+)-(?:(\d+)-)?")
 
 
 def _safe_name(name: str) -> PurePosixPath:
@@ -114,32 +115,51 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot, ``/proc/<pid>/stat`` field 22): a pid alone
+    does not tell a crashed run from this one in a container, where the controller is always pid 1."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rpartition(")")[2].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _owner_running(pid: int, started: str | None) -> bool:
+    if not _pid_alive(pid):
+        return False
+    return started is None or _start_time(pid) in (None, int(started))
+
+
 class Workspace:
-    """Owner of the temp directories builds run in (``<base>/kustomization-<pid>-XXXX``)."""
+    """Owner of the temp directories builds run in (``<base>/kustomization-<pid>-<start>-XXXX``)."""
 
     def __init__(self, base: Path | None = None) -> None:
         self.base = base or Path(tempfile.gettempdir()) / "kustomize-controller"
         self._resolved: Path | None = None
+        started = _start_time(os.getpid())
+        self._prefix = f"kustomization-{os.getpid()}-" + (f"{started}-" if started is not None else "")
 
     def _ensure_base(self) -> Path:
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
         return Path(os.path.realpath(self.base))
 
     def sweep(self) -> list[Path]:
-        """Remove directories of processes that are gone; return what was removed."""
+        """Remove directories of processes that are gone (a pid now held by another process, e.g. pid 1
+        of a restarted container, counts as gone); return what was removed."""
         removed: list[Path] = []
         if not self.base.is_dir():
             return removed
         for entry in self.base.iterdir():
             m = _DIR_RE.match(entry.name)
-            if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            if not m or _owner_running(int(m.group(1)), m.group(2)):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
         return removed
 
     def create(self) -> Path:
-        prefix = f"kustomization-{os.getpid()}-"
+        prefix = self._prefix
         if self._resolved is not None:
             try:
                 return Path(tempfile.mkdtemp(prefix=prefix, dir=self._resolved))

@@ -182,6 +182,18 @@ def test_sweep_removes_only_dirs_of_dead_processes(tmp_path: Path) -> None:
     assert mine.exists() and alive.exists() and unrelated.exists() and not dead.exists()
 
 
+def test_sweep_removes_dirs_of_an_earlier_process_with_the_same_pid(tmp_path: Path) -> None:
+    """In a container the controller is always pid 1: a crashed run's directories carry its start time."""
+    ws = Workspace(tmp_path / "ws")
+    mine = ws.create()
+    started = mine.name.split("-")[2]
+    assert started.isdigit()
+    earlier = tmp_path / "ws" / f"kustomization-{os.getpid()}-{int(started) - 1}-abc"
+    earlier.mkdir()
+    assert ws.sweep() == [earlier]
+    assert mine.exists()
+
+
 async def test_workspace_recreates_its_base_when_a_cleaner_removed_it(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws")
     async with ws.tempdir() as first:
