@@ -1,5 +1,5 @@
 """Metrics of the kube client: ``rest_client_requests_total{code,method,host}`` (controller-runtime),
-``rest_client_request_retries_total{code,method,host}`` (client-go: a 429/5xx with ``Retry-After`` sent
+``rest_client_request_retries_total{code,verb,host}`` (client-go: a 429/5xx with ``Retry-After`` sent
 again), and two of ours: ``kustomize_controller_kube_requests_total{verb,resource,subresource,dry_run}``
 (what the requests were for: ``resource`` is ``plural.group``, ``""`` for discovery and other
 non-resource paths) and ``kustomize_controller_kube_client_throttling{host,mode}`` (1 for the mode the
@@ -28,7 +28,7 @@ class RestClientMetrics:
         self.retries_total = Counter(
             "rest_client_request_retries_total",
             "Number of request retries, partitioned by status code, verb, and host.",
-            ["code", "method", "host"],
+            ["code", "verb", "host"],  # client-go's label names (its verb is the HTTP method)
             registry=target,
         )
         self.by_resource_total = Counter(
@@ -55,7 +55,7 @@ class RestClientMetrics:
         return (self.requests_total, self.retries_total, self.by_resource_total, self.throttling)
 
     def observe_retry(self, *, code: int, method: str, host: str) -> None:
-        self.retries_total.labels(code=str(code), method=method.upper(), host=host).inc()
+        self.retries_total.labels(code=str(code), verb=method.upper(), host=host).inc()
 
     def observe_request(self, *, verb: str, resource: str, subresource: str, dry_run: bool) -> None:
         self.by_resource_total.labels(
