@@ -97,6 +97,7 @@ class ArtifactCache:
         self._metrics = metrics
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._base: Path | None = None
+        self._base_lock = asyncio.Lock()  # concurrent first downloads must not each create a base
         self._counter = 0
         self._bytes = 0
 
@@ -114,9 +115,10 @@ class ArtifactCache:
         return sum(1 for e in self._entries.values() if e.root is not None)
 
     async def _ensure_base(self) -> Path:
-        if self._base is None or not self._base.is_dir():
-            self._base = await asyncio.to_thread(self._workspace.create)
-        return self._base
+        async with self._base_lock:
+            if self._base is None or not self._base.is_dir():
+                self._base = await asyncio.to_thread(self._workspace.create)
+            return self._base
 
     @contextlib.asynccontextmanager
     async def acquire(self, *, url: str, digest: str) -> AsyncIterator[Path]:

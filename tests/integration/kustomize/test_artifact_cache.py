@@ -76,6 +76,23 @@ async def test_concurrent_and_sequential_checkouts_download_once(env: Env) -> No
     assert not roots[0].exists()
 
 
+async def test_concurrent_first_downloads_of_different_artifacts_share_one_directory(env: Env) -> None:
+    """The cache's directory is what close() removes and a restart sweeps: one, however the first
+    downloads interleave."""
+    artifacts = [await publish(env, f"repo{i}", "app") for i in range(5)]
+    cache = env.cache()
+
+    async def use(artifact: ArtifactFields) -> Path:
+        async with cache.acquire(url=artifact["url"], digest=artifact["digest"]) as root:
+            return root
+
+    roots = await asyncio.gather(*(use(a) for a in artifacts))
+    assert {root.parent for root in roots} == {cache.directory}
+    assert [d.name for d in (env.workspace.base).iterdir()] == [cache.directory.name if cache.directory else ""]
+    await cache.close()
+    assert list(env.workspace.base.iterdir()) == []
+
+
 async def test_a_failure_is_shared_by_waiters_and_not_kept(env: Env) -> None:
     artifact = await publish(env, "repo", "a")
     env.server.fail(path_of(artifact), status=500, times=1)
