@@ -117,6 +117,11 @@ class ReconcileContext:
         try:
             yield
         finally:
+            current = asyncio.current_task()
+            if self._delay_passed and not timer.done() and not (current and current.cancelling()):
+                # its patch is in flight: cut short, the patcher would not record what the server
+                # may already have applied, and the final patch would be computed on a stale base
+                await asyncio.wait({timer})
             timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await timer

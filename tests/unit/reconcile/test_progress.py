@@ -78,3 +78,46 @@ async def test_held_progress_stays_held_when_the_timer_fires_and_zero_is_upstrea
         upstream.mark_unknown(READY, "Progressing", "Reconciliation in progress")
         await upstream.progress()
     assert ready_reasons(client) == ["Progressing"]
+
+
+class _SlowClient(FakeClient):
+    """A patch that is still in flight when the reconcile's body ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.completed = 0
+
+    async def patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        result = await super().patch(*args, **kwargs)
+        await self.release.wait()
+        self.completed += 1
+        return result
+
+
+async def test_a_progress_patch_in_flight_when_the_reconcile_ends_is_let_land() -> None:
+    """Cancelled mid-flight, the patcher would not record what the server may already have applied,
+    and the final patch would be computed on a stale base."""
+    clock, client = FakeClock(), _SlowClient()
+    ctx = context(clock, client, delay=2.0)
+    body_ended = asyncio.Event()
+
+    async def reconcile() -> None:
+        async with ctx.publishing_progress():
+            ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+            await ctx.progress()
+            await asyncio.sleep(0)
+            await clock.advance(2.0)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            assert len(client.calls) == 1  # the timer's patch is now waiting for its answer
+            body_ended.set()
+
+    done = asyncio.ensure_future(reconcile())
+    await body_ended.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not done.done()  # the body ended; leaving waits for the patch
+    client.release.set()
+    await done
+    assert client.completed == 1
