@@ -319,5 +319,5 @@ async def test_retry_after_is_honoured_a_bounded_number_of_times() -> None:
         await task
     gets = [r for r in transport.requests if r.url.endswith("/configmaps/a")]
     assert len(gets) == 3 + 11
-    retried = client.rest_metrics.retries_total.labels(code="429", method="GET", host="fake")._value.get()
+    retried = client.rest_metrics.retries_total.labels(code="429", verb="GET", host="fake")._value.get()
     assert retried == 1 + 10
