@@ -10,8 +10,11 @@ Contract:
   controller owns every condition type it writes.
 - Like upstream, patches carry no resourceVersion precondition: a concurrent spec edit never makes a
   status write fail, and the watch delivers the edit for another reconcile. Transient failures
-  (timeouts, 5xx, 429, conflicts) are retried with a short backoff through the clock; the last
-  error is raised if every attempt fails, so the controller retries the whole reconcile.
+  (timeouts, 5xx, conflicts) are retried with a short backoff through the clock; the last error is
+  raised if every attempt fails, so the controller retries the whole reconcile.
+- A 429 (TooManyRequests) is not retried here: the client already sent the patch again after each
+  ``Retry-After`` the server named (``kube.client``, 10 times); retrying that whole sequence again
+  would multiply the requests to a server that is shedding load (5 × 11 for one write).
 - Patches are serialised (a lock): the progress timer and the reconcile may both write, and each
   patch must be computed against what the one before it wrote.
 - When the object is being deleted, NotFound is expected (the finalizer was just removed and the
@@ -27,7 +30,13 @@ from typing import Any, Protocol
 from kustomize_controller.api.kustomization import API_VERSION, KIND, Kustomization
 from kustomize_controller.api.meta import STATUS_OWNER
 from kustomize_controller.kube.client import PatchType
-from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError, is_transient
+from kustomize_controller.kube.errors import (
+    ConflictError,
+    KubeError,
+    NotFoundError,
+    TooManyRequestsError,
+    is_transient,
+)
 from kustomize_controller.runtime.clock import Clock
 
 
@@ -121,7 +130,10 @@ class StatusPatcher:
                     return False
                 raise
             except KubeError as err:
-                retryable = isinstance(err, ConflictError) or is_transient(err)
+                # a 429 has been through the client's own Retry-After retries already
+                retryable = isinstance(err, ConflictError) or (
+                    is_transient(err) and not isinstance(err, TooManyRequestsError)
+                )
                 if not retryable or attempt == self._attempts:
                     raise
             await self._clock.sleep(delay)

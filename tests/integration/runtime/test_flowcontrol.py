@@ -4,7 +4,12 @@ import asyncio
 
 import pytest
 
+from kustomize_controller.api.kustomization import parse_kustomization
+from kustomize_controller.kube.client import MAX_RETRY_AFTER_RETRIES
+from kustomize_controller.kube.errors import TooManyRequestsError
 from kustomize_controller.kube.flowcontrol import configure_throttling
+from kustomize_controller.reconcile.status import StatusPatcher
+from kustomize_controller.runtime.clock import RealClock
 from tests.integration.runtime.helpers import configmap, make_client
 
 pytestmark = pytest.mark.integration
@@ -47,3 +52,25 @@ async def test_shed_requests_are_waited_out_and_counted(cluster) -> None:
         )
         shed = [r for r in server.requests if r.status == 429]
         assert retries == len(shed) > 0
+
+
+async def test_a_status_write_under_lasting_shedding_is_retried_by_the_client_only(cluster) -> None:
+    """The client sends a 429 again after each Retry-After, 10 times; the status patcher must not retry
+    that whole sequence again (5 × 11 = 55 requests for one status write under sustained 429)."""
+    server = cluster.require_server()  # fault injection
+    ns = cluster.namespace
+    ks = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+          "metadata": {"name": "app", "namespace": ns},
+          "spec": {"interval": "5m", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "r"}}}
+    async with await make_client(cluster, qps=-1, burst=-1) as client:
+        created = await client.create(ks)
+        server.faults.fail(method="PATCH", path=r"/kustomizations/app/status$", status=429, count=None,
+                           details={"retryAfterSeconds": 0})  # Retry-After: 0 keeps the test quick
+        patcher = StatusPatcher(client=client, obj=created, clock=RealClock(), backoff=0.0)
+        subject = parse_kustomization(created)
+        subject.status.last_attempted_revision = "r"
+        with pytest.raises(TooManyRequestsError):
+            await patcher.patch(subject)
+    sent = [r for r in server.requests if r.method == "PATCH" and r.path.endswith("/kustomizations/app/status")]
+    assert len(sent) == 1 + MAX_RETRY_AFTER_RETRIES
+    assert all(r.status == 429 for r in sent)

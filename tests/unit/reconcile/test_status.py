@@ -6,7 +6,15 @@ import pytest
 
 from kustomize_controller.api.kustomization import parse_kustomization
 from kustomize_controller.api.meta import Reason
-from kustomize_controller.kube.errors import ForbiddenError, InternalServerError, NotFoundError
+from kustomize_controller.kube.errors import (
+    ConflictError,
+    ForbiddenError,
+    InternalServerError,
+    NotFoundError,
+    ServerTimeoutError,
+    TooManyRequestsError,
+    TransportError,
+)
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.status import StatusPatcher, status_merge_patch
 from kustomize_controller.runtime.clock import FakeClock
@@ -112,3 +120,40 @@ async def test_not_found_while_deleting_is_fine() -> None:
     ks.status.last_handled_reconcile_at = "now"
     await patcher.patch(ks)
     assert len(client.calls) == 1  # the status patch is not attempted on a vanished object
+
+
+async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> None:
+    """The client sends a 429 again after each Retry-After (10 times); retrying on top would multiply them."""
+    clock = FakeClock()
+    shed = TooManyRequestsError("Too many requests, please try again later.", status=429)
+    client = FakeClient([shed] * 5)
+    patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
+    ks = parse_kustomization(doc())
+    ks.status.last_attempted_revision = "r"
+    task = asyncio.create_task(patcher.patch(ks))
+    for _ in range(6):  # room for every backoff a retrying patcher would sleep
+        await asyncio.sleep(0)
+        await clock.advance(10)
+    with pytest.raises(TooManyRequestsError):
+        await task
+    assert len(client.calls) == 1
+
+
+@pytest.mark.parametrize("err", [
+    ConflictError("the object has been modified", status=409),
+    ServerTimeoutError("the server was unable to return a response in the time allotted", status=504),
+    InternalServerError("etcd leader changed", status=500),
+    TransportError("connection refused"),
+], ids=["conflict", "timeout", "5xx", "transport"])
+async def test_conflicts_timeouts_and_server_errors_are_still_retried(err: Exception) -> None:
+    clock = FakeClock()
+    client = FakeClient([err])
+    patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
+    ks = parse_kustomization(doc())
+    ks.status.last_attempted_revision = "r"
+    task = asyncio.create_task(patcher.patch(ks))
+    for _ in range(3):
+        await asyncio.sleep(0)
+        await clock.advance(10)
+    await task
+    assert len(client.calls) == 2
