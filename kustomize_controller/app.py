@@ -63,7 +63,7 @@ from kustomize_controller.reconcile.notify import Notifier, WebhookSender
 from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey
 from kustomize_controller.reconcile.reconciler import KustomizationReconciler, ReconcilerOptions
 from kustomize_controller.reconcile.source import SourceAccess
-from kustomize_controller.reconcile.tenancy import TenancyOptions
+from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
 from kustomize_controller.reconcile.watches import (
     config_map_index_keys,
     config_update_passes,
@@ -280,6 +280,9 @@ async def run_controller(
                         default_service_account=settings.default_service_account,
                         insecure_kubeconfig_exec=settings.insecure_kubeconfig_exec,
                         insecure_kubeconfig_tls=settings.insecure_kubeconfig_tls,
+                        remote_clients=RemoteClients(
+                            qps=settings.kube_api_qps, burst=settings.kube_api_burst, clock=clock
+                        ),
                     ),
                     sops_age_secret=sops_age_secret,
                 ),

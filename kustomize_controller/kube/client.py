@@ -41,7 +41,7 @@ import kustomize_controller
 from kustomize_controller.kube.config import ClientConfig, NoAuth, StaticToken
 from kustomize_controller.kube.discovery import ResourceInfo, RestMapper
 from kustomize_controller.kube.errors import ApiError, TransportError, api_error_from_status
-from kustomize_controller.kube.flowcontrol import Throttling, ThrottlingCache
+from kustomize_controller.kube.flowcontrol import Throttling
 from kustomize_controller.kube.metrics import RestClientMetrics
 from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, TokenBucket
 from kustomize_controller.kube.transport import AiohttpTransport, HttpRequest, Timeout, Transport
@@ -121,8 +121,6 @@ class KubeClient:
             self._clock = _parent._clock
             self._metrics = _parent._metrics
             self.mapper = _parent.mapper
-            self.flag_limits: tuple[float, int] = _parent.flag_limits
-            self.remote_throttling: ThrottlingCache = _parent.remote_throttling
             self._owns_transport = False
         else:
             self._transport = transport or AiohttpTransport(
@@ -132,10 +130,6 @@ class KubeClient:
             )
             self._owns_transport = True
             self._bucket = TokenBucket(qps=qps, burst=burst, clock=self._clock)
-            # the flags' limits, kept for clients of other servers (remote clusters), which decide anew
-            self.flag_limits = (qps, burst)
-            # what the clients built for other servers (remote clusters) learnt about them
-            self.remote_throttling = ThrottlingCache(clock=self._clock)
             self._metrics = metrics or RestClientMetrics()
             self.mapper = RestMapper(fetch=self._fetch_discovery)
 

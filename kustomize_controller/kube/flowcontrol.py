@@ -15,15 +15,25 @@ sheds load fairly by itself; a client-side token bucket in front of it only slow
 every client derived from it: impersonated clients talk to the same server), records the choice in
 ``kustomize_controller_kube_client_throttling{host,mode}`` and returns it; the caller logs it.
 
-``ThrottlingCache`` remembers the decision per server URL for remote clusters (``kubeConfig.secretRef``):
-a client is built for every reconcile, the probe is paid once per server and ``ttl`` seconds.
+``ThrottlingCache(qps=…, burst=…)`` remembers the decision per server URL for remote clusters
+(``kubeConfig.secretRef``), where a client is built for every reconcile: the probe is paid once per server
+and ``ttl`` seconds (10 minutes) when it was answered, and once per ``unanswered_ttl`` seconds (30 s) when it
+was not: a reconcile of a Kustomization whose remote server is down then fails on its own first request,
+as it would after the probe, instead of first waiting out the probe every time. Concurrent callers for
+one server share one probe. The cache holds the flags' limits itself, so a decision is never reused under
+other limits. The app owns one (``reconcile.tenancy.RemoteClients``), nothing else keeps it.
+
+The probe has its own, shorter timeout (``PROBE_TIMEOUT``, 5 s): ``/livez/ping`` is answered without
+touching storage, so a server that has not answered by then is treated as not answering.
 
 Not promised: noticing that a server turned APF off while we run (no release can do that without a
-restart; a remote server's decision is re-probed after ``ttl``).
+restart; a remote server's decision is re-probed after ``ttl``). A remote server that comes back within
+``unanswered_ttl`` is throttled by the flags until its decision expires (the conservative choice).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -36,7 +46,7 @@ if TYPE_CHECKING:
 FLOW_SCHEMA_UID_HEADER = "X-Kubernetes-PF-FlowSchema-UID"
 PRIORITY_LEVEL_UID_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 PING_PATH = "/livez/ping"
-PROBE_TIMEOUT = 10.0
+PROBE_TIMEOUT = 5.0  # seconds; ordinary requests have 30
 
 Mode = Literal["priority-and-fairness", "client-side", "none"]
 
@@ -88,33 +98,66 @@ async def configure_throttling(client: KubeClient, *, qps: float, burst: int) ->
 
 
 class ThrottlingCache:
-    """Decisions per server URL, each re-probed after ``ttl`` seconds (remote clusters)."""
+    """Decisions per server URL under the flags ``qps``/``burst`` (remote clusters; see the module contract)."""
 
-    def __init__(self, *, ttl: float = 600.0, clock: MonotonicClock | None = None, max_entries: int = 1000) -> None:
+    def __init__(
+        self,
+        *,
+        qps: float,
+        burst: int,
+        ttl: float = 600.0,
+        unanswered_ttl: float = 30.0,
+        clock: MonotonicClock | None = None,
+        max_entries: int = 1000,
+    ) -> None:
+        self.qps = qps
+        self.burst = burst
         self._ttl = ttl
+        self._unanswered_ttl = unanswered_ttl
         self._clock: MonotonicClock = clock or SystemClock()
         self._max = max(1, max_entries)
-        self._entries: dict[str, tuple[float, Throttling]] = {}
+        self._entries: dict[str, tuple[float, Throttling]] = {}  # server → (expiry, decision)
+        self._probing: dict[str, tuple[asyncio.Lock, int]] = {}  # server → (lock, callers holding it)
 
-    async def configure(self, client: KubeClient, *, qps: float, burst: int) -> tuple[Throttling, bool]:
-        """Configure ``client`` for its server; the flag says whether the server was probed just now."""
-        now = self._clock.monotonic()
-        key = client.config.server
+    def _fresh(self, key: str) -> Throttling | None:
         cached = self._entries.get(key)
-        if cached is not None and now - cached[0] < self._ttl:
-            client.set_throttling(cached[1])
-            return cached[1], False
-        throttling = await configure_throttling(client, qps=qps, burst=burst)
-        if not throttling.probe_error:  # an unanswered probe is asked again next time
-            if len(self._entries) >= self._max:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[key] = (now, throttling)
-        return throttling, True
+        if cached is None or self._clock.monotonic() >= cached[0]:
+            return None
+        return cached[1]
+
+    def _remember(self, key: str, throttling: Throttling) -> None:
+        self._entries.pop(key, None)
+        if len(self._entries) >= self._max:
+            self._entries.pop(next(iter(self._entries)))  # the oldest decision
+        ttl = self._unanswered_ttl if throttling.probe_error else self._ttl
+        self._entries[key] = (self._clock.monotonic() + ttl, throttling)
+
+    async def configure(self, client: KubeClient) -> tuple[Throttling, bool]:
+        """Configure ``client`` for its server; the flag says whether the server was probed just now."""
+        key = client.config.server
+        lock, users = self._probing.get(key) or (asyncio.Lock(), 0)
+        self._probing[key] = (lock, users + 1)
+        try:
+            async with lock:  # one probe per server at a time; the others take its decision
+                cached = self._fresh(key)
+                if cached is not None:
+                    client.set_throttling(cached)
+                    return cached, False
+                throttling = await configure_throttling(client, qps=self.qps, burst=self.burst)
+                self._remember(key, throttling)
+                return throttling, True
+        finally:
+            lock, users = self._probing[key]
+            if users == 1:
+                del self._probing[key]
+            else:
+                self._probing[key] = (lock, users - 1)
 
 
 __all__ = [
     "FLOW_SCHEMA_UID_HEADER",
     "PRIORITY_LEVEL_UID_HEADER",
+    "PROBE_TIMEOUT",
     "Throttling",
     "ThrottlingCache",
     "configure_throttling",

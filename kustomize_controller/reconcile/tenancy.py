@@ -12,8 +12,12 @@ Contract:
 - Remote clients own a connection pool: ``tenant_client`` is an async context manager that closes it.
 - Secrets are read with the controller's own client (not impersonated), as upstream does.
 - A remote client throttles as the root client does (``kube.flowcontrol``): no client-side limiter when
-  its server has priority and fairness, else the flags' limits; the probe is paid once per server (and
-  every 10 minutes), its outcome logged. Its requests count in the process's ``rest_client_*`` metrics.
+  its server has priority and fairness, else the flags' limits. ``RemoteClients`` builds the remote
+  clients and keeps what the probes learnt (``ThrottlingCache``): the probe is paid once per server and
+  10 minutes, or once per 30 s while the server does not answer (the reconcile then fails on its first
+  request, with the same error, without waiting out the probe again); each probe's outcome is logged.
+  One ``RemoteClients`` per controller process, owned by the app and passed in ``TenancyOptions``.
+  Remote requests count in the process's ``rest_client_*`` metrics.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -31,8 +35,10 @@ import yaml
 
 from kustomize_controller.api.kustomization import Kustomization
 from kustomize_controller.kube.client import KubeClient
-from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.kube.config import ClientConfig, load_kubeconfig
 from kustomize_controller.kube.errors import KubeError, NotFoundError
+from kustomize_controller.kube.flowcontrol import ThrottlingCache
+from kustomize_controller.kube.ratelimit import MonotonicClock
 
 _log = structlog.get_logger()
 
@@ -45,11 +51,46 @@ class SecretGetter(Protocol):
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
 
 
+class RemoteClients:
+    """Builds the clients for remote clusters and remembers how each server throttles (module contract).
+
+    ``qps``/``burst`` are the ``--kube-api-qps``/``--kube-api-burst`` flags (the controller's own client
+    may have dropped its limiter after its probe; a remote server decides anew).
+    """
+
+    def __init__(self, *, qps: float = 50.0, burst: int = 300, clock: MonotonicClock | None = None) -> None:
+        self.throttling = ThrottlingCache(qps=qps, burst=burst, clock=clock)
+
+    async def build(self, config: ClientConfig, *, base: KubeClient) -> KubeClient:
+        """A client for ``config``'s server, sharing ``base``'s request timeout and metrics."""
+        cache = self.throttling
+        remote = KubeClient(
+            config=config,
+            request_timeout=base.request_timeout,
+            metrics=base.rest_metrics,
+            qps=cache.qps,
+            burst=cache.burst,
+        )
+        throttling, probed = await cache.configure(remote)
+        if probed:
+            _log.info(
+                "remote cluster client throttling",
+                server=config.server,
+                mode=throttling.mode,
+                qps=throttling.qps,
+                burst=throttling.burst,
+                probe_error=throttling.probe_error or None,
+            )
+        return remote
+
+
 @dataclass(frozen=True)
 class TenancyOptions:
     default_service_account: str = ""
     insecure_kubeconfig_exec: bool = False
     insecure_kubeconfig_tls: bool = False
+    # process-wide state behind the options: the app passes its one instance
+    remote_clients: RemoteClients = field(default_factory=RemoteClients, compare=False)
 
 
 def service_account_user(namespace: str, name: str) -> str:
@@ -115,21 +156,7 @@ async def remote_client(raw: bytes, *, options: TenancyOptions, base: KubeClient
         raise TenantClientError(str(err).replace(path, "<secret>")) from err
     finally:
         os.unlink(path)
-    qps, burst = base.flag_limits
-    remote = KubeClient(
-        config=config, request_timeout=base.request_timeout, metrics=base.rest_metrics, qps=qps, burst=burst
-    )
-    throttling, probed = await base.remote_throttling.configure(remote, qps=qps, burst=burst)
-    if probed:
-        _log.info(
-            "remote cluster client throttling",
-            server=config.server,
-            mode=throttling.mode,
-            qps=throttling.qps,
-            burst=throttling.burst,
-            probe_error=throttling.probe_error or None,
-        )
-    return remote
+    return await options.remote_clients.build(config, base=base)
 
 
 @contextlib.asynccontextmanager
