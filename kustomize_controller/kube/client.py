@@ -23,7 +23,8 @@ Contract:
   reaches the caller.
 - Every request is also counted by verb and resource (``kustomize_controller_kube_requests_total``).
 - Throttling: the bucket starts with ``qps``/``burst``; ``set_throttling`` (the start-up priority and
-  fairness probe, ``kube.flowcontrol``) reconfigures it for this client and every client derived from it.
+  fairness probe, ``kube.flowcontrol``) reconfigures it for this client and every client derived from it;
+  ``limits`` reads the bucket's ``(qps, burst)`` back.
 
 Not promised: other retries (callers own their retry policy: ``errors.is_transient``), protobuf,
 WatchList.
@@ -184,6 +185,13 @@ class KubeClient:
     def rate_limited(self) -> bool:
         """Whether requests wait for a client-side token."""
         return not self._bucket.disabled
+
+    @property
+    def limits(self) -> tuple[float, int]:
+        """The ``(qps, burst)`` of the bucket this client shares; ``(-1, -1)`` when it has none."""
+        if self._bucket.disabled:
+            return -1.0, -1
+        return self._bucket.qps, self._bucket.burst
 
     async def probe(self, path: str, *, request_timeout: float) -> tuple[int, Mapping[str, str]]:
         """GET a non-resource path and return the status and headers of the answer (no error on
