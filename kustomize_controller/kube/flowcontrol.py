@@ -117,7 +117,8 @@ class ThrottlingCache:
         self._clock: MonotonicClock = clock or SystemClock()
         self._max = max(1, max_entries)
         self._entries: dict[str, tuple[float, Throttling]] = {}  # server → (expiry, decision)
-        self._probing: dict[str, tuple[asyncio.Lock, int]] = {}  # server → (lock, callers holding it)
+        # server → (lock, callers waiting for or holding it); an entry lives only while someone is in configure
+        self._probing: dict[str, tuple[asyncio.Lock, int]] = {}
 
     def _fresh(self, key: str) -> Throttling | None:
         cached = self._entries.get(key)
