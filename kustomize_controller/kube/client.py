@@ -103,8 +103,11 @@ class KubeClient:
         user_agent: str = USER_AGENT,
         _parent: KubeClient | None = None,
         _impersonate: tuple[str, tuple[str, ...]] | None = None,
+        _retry_budget: float | None = None,
     ) -> None:
         self.config = config
+        # with_timeout: Retry-After waits end once the request has taken this long in all
+        self._retry_budget = _retry_budget
         self.default_namespace = config.namespace
         self.request_timeout = request_timeout
         self.user_agent = user_agent
@@ -162,13 +165,16 @@ class KubeClient:
 
     def with_timeout(self, request_timeout: float) -> KubeClient:
         """A derived client whose ordinary requests time out after ``request_timeout`` seconds
-        (leader election uses max(renewDeadline/2, 1 s))."""
+        (leader election uses max(renewDeadline/2, 1 s)), Retry-After waits included: a request whose
+        next wait would take it past ``request_timeout`` gets the server's answer instead (client-go's
+        request context deadline), so a lease renewal under a lasting 429 cannot outlive its deadline."""
         return KubeClient(
             config=self.config,
             request_timeout=request_timeout,
             user_agent=self.user_agent,
             _parent=self,
             _impersonate=self._impersonate,
+            _retry_budget=request_timeout,
         )
 
     @property
@@ -238,6 +244,7 @@ class KubeClient:
         """Send one request (after a rate-limit token) and return the open response on 2xx."""
         refreshed = False
         retries = 0
+        started = self._clock.monotonic()
         self._count_request(method, path, params)
         while True:
             await self._bucket.wait()
@@ -262,7 +269,7 @@ class KubeClient:
                     await resp.close()
                     continue
             wait = _retry_after(resp)
-            if wait is not None and retries < MAX_RETRY_AFTER_RETRIES:
+            if wait is not None and retries < MAX_RETRY_AFTER_RETRIES and self._within_budget(started, wait):
                 # the server did not act on the request (429 from API priority and fairness, or a
                 # 5xx carrying Retry-After): client-go retries these after the delay it names
                 retries += 1
@@ -271,6 +278,10 @@ class KubeClient:
                 await self._clock.sleep(wait)
                 continue
             return resp
+
+    def _within_budget(self, started: float, wait: float) -> bool:
+        budget = self._retry_budget
+        return budget is None or self._clock.monotonic() - started + wait <= budget
 
     def _count_request(self, method: str, path: str, params: Sequence[tuple[str, str]]) -> None:
         resource, name, subresource = _resource_of(path)

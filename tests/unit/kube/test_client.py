@@ -321,3 +321,39 @@ async def test_retry_after_is_honoured_a_bounded_number_of_times() -> None:
     assert len(gets) == 3 + 11
     retried = client.rest_metrics.retries_total.labels(code="429", verb="GET", host="fake")._value.get()
     assert retried == 1 + 10
+
+
+async def test_retry_after_waits_end_at_the_derived_clients_timeout() -> None:
+    """A lease renewal under a lasting 429 must not outlive its deadline (client-go's context)."""
+    from kustomize_controller.kube.errors import TooManyRequestsError
+    from kustomize_controller.runtime.clock import FakeClock
+
+    clock = FakeClock()
+    sent_at: list[float] = []
+
+    def handler(req: HttpRequest) -> MockResponse:
+        if req.url.endswith("/api/v1"):
+            return MockResponse(
+                json_body={"resources": [{"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]}
+            )
+        sent_at.append(clock.monotonic())
+        body = {"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "slow down"}
+        return MockResponse(status=429, json_body=body, headers={"Retry-After": "3"})
+
+    root = KubeClient.for_server("http://fake", transport=MockTransport(handler), clock=clock)
+    bounded = root.with_timeout(7.0)
+    task = asyncio.create_task(bounded.get("v1", "ConfigMap", "a", "ns"))
+    for _ in range(20):
+        await clock.advance(1)
+    with pytest.raises(TooManyRequestsError):
+        await task
+    # waits of 3 s while they end within 7 s of the first attempt: at 0, 3 and 6 s
+    assert [t - sent_at[0] for t in sent_at] == [0, 3, 6]
+    # the root client keeps client-go's count of retries
+    sent_at.clear()
+    task = asyncio.create_task(root.get("v1", "ConfigMap", "a", "ns"))
+    for _ in range(40):
+        await clock.advance(1)
+    with pytest.raises(TooManyRequestsError):
+        await task
+    assert len(sent_at) == 11
