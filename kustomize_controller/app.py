@@ -50,6 +50,7 @@ from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
 from kustomize_controller.reconcile.dependents import (
     DEPENDS_ON_INDEX,
@@ -273,9 +274,11 @@ async def run_controller(
                     strict_substitutions=gates.enabled("StrictPostBuildSubstitutions"),
                     fail_fast=not gates.enabled("DisableFailFastBehavior"),
                     group_change_log=gates.enabled("GroupChangeLog"),
-                    migrate_api_version=gates.enabled("MigrateAPIVersion"),
-                    override_managers=settings.override_managers,
-                    custom_stage_kinds=parse_group_kind_set(settings.custom_apply_stage_kinds),
+                    engine=ApplySettings(
+                        override_managers=settings.override_managers,
+                        custom_stage_kinds=parse_group_kind_set(settings.custom_apply_stage_kinds),
+                        migrate_api_version=gates.enabled("MigrateAPIVersion"),
+                    ),
                     tenancy=TenancyOptions(
                         default_service_account=settings.default_service_account,
                         insecure_kubeconfig_exec=settings.insecure_kubeconfig_exec,

@@ -41,7 +41,8 @@ and returns what would happen (``PlannedObject``: action, live object, dry-run r
 held by ``detect_only``, the error of that object — an object's own error does not stop the others;
 any other exception does, cancelling the objects after it, and is raised): the
 preview behind ``kustomize-controller diff`` (``preview.py``). It never writes as long as
-``options.migrate_api_version`` is off (the caller's job; ``preview.py`` also wraps the client).
+``options.migrate_api_version`` is off; the preview keeps the option, as the apply has it, and wraps the
+client so that the managed-fields rewrite is a dry-run too.
 
 Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
 it (previous stages, and the objects of this stage already written). Messages are upstream's:
