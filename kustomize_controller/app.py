@@ -50,6 +50,7 @@ from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
 from kustomize_controller.reconcile.dependents import (
     DEPENDS_ON_INDEX,
@@ -60,7 +61,7 @@ from kustomize_controller.reconcile.dependents import (
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, TriggerSource
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
-from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey
+from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey, object_key
 from kustomize_controller.reconcile.reconciler import KustomizationReconciler, ReconcilerOptions
 from kustomize_controller.reconcile.source import SourceAccess
 from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
@@ -76,7 +77,7 @@ from kustomize_controller.reconcile.watches import (
 )
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.controller import Controller, Request
-from kustomize_controller.runtime.informer import FuncHandler, Informer
+from kustomize_controller.runtime.informer import Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.logs import configure_logging, get_logger
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
@@ -273,9 +274,11 @@ async def run_controller(
                     strict_substitutions=gates.enabled("StrictPostBuildSubstitutions"),
                     fail_fast=not gates.enabled("DisableFailFastBehavior"),
                     group_change_log=gates.enabled("GroupChangeLog"),
-                    migrate_api_version=gates.enabled("MigrateAPIVersion"),
-                    override_managers=settings.override_managers,
-                    custom_stage_kinds=parse_group_kind_set(settings.custom_apply_stage_kinds),
+                    engine=ApplySettings(
+                        override_managers=settings.override_managers,
+                        custom_stage_kinds=parse_group_kind_set(settings.custom_apply_stage_kinds),
+                        migrate_api_version=gates.enabled("MigrateAPIVersion"),
+                    ),
                     tenancy=TenancyOptions(
                         default_service_account=settings.default_service_account,
                         insecure_kubeconfig_exec=settings.insecure_kubeconfig_exec,
@@ -412,12 +415,18 @@ def _wire_dependents(controller: Controller, kustomizations: Informer) -> None:
         lookup=kustomizations.get,
     )
 
-    def on_update(old: Any, new: Any) -> None:
-        if dependency_update_passes(old, new):
-            for key in waker.dependents(new):
-                controller.queue.add(Request(namespace=key.namespace, name=key.name))
+    def wake(obj: Any) -> list[Request]:
+        # Only an update can make a Kustomization ready (the predicate refuses adds); the controller's
+        # watch also maps deletes, and the store drops an object before they are handled.
+        if kustomizations.get(str(object_key(obj))) is None:
+            return []
+        return _requests(waker.dependents(obj))
 
-    kustomizations.add_handler(FuncHandler(update=on_update))
+    controller.watch(
+        kustomizations,
+        map_func=wake,
+        predicate=lambda old, new: old is not None and dependency_update_passes(old, new),
+    )
 
 
 def _source_indexer(kind: str) -> Callable[[Any], list[str]]:

@@ -1,9 +1,11 @@
 """``kustomize-controller diff``: what the next reconcile of a Kustomization would change on a live cluster.
 
 ``kustomize-controller diff NAME [-n NAMESPACE] [--kubeconfig FILE] [--path DIR] [--verbose]
-[--output text|json]`` runs ``reconcile.preview`` (the reconcile pipeline up to the server-side
-dry-run, writing nothing) with the credentials of the kubeconfig and prints, per object in apply
-order then prune order:
+[--output text|json] [--override-manager M]... [--feature-gates MigrateAPIVersion=true]`` runs
+``reconcile.preview`` (the reconcile pipeline up to the server-side dry-run, writing nothing, with the
+apply options the controller would use given the same ``--override-manager``,
+``--custom-apply-stage-kinds`` and MigrateAPIVersion gate) with the credentials of the kubeconfig and
+prints, per object in apply order then prune order:
 
 - ``Kind/namespace/name created`` (with a note when it cannot be validated before its Namespace or
   CRD exists);
@@ -11,7 +13,9 @@ order then prune order:
   (server noise removed, Secret values masked);
 - ``Kind/namespace/name would be recreated (...)`` for an immutable-field change with ``force``;
 - ``Kind/namespace/name deleted`` for what prune would remove;
-- ``unchanged`` and ``skipped`` objects only with ``--verbose``.
+- ``Kind/namespace/name unchanged (drifted, not corrected (drift-detection: warn))`` and the diff of
+  a drift the apply leaves as it is (not a change: exit 0 if nothing else would change);
+- other ``unchanged`` and ``skipped`` objects only with ``--verbose``.
 
 Exit status as ``kubectl diff``: 0 nothing would change, 1 something would, 2 an error (usage, the
 pipeline, or any object's dry-run; what could be computed is still printed). Progress and errors go
@@ -31,6 +35,7 @@ import aiohttp
 
 from kustomize_controller.apply.changeset import Action
 from kustomize_controller.apply.preview import RECREATED, PreviewChange
+from kustomize_controller.apply.staging import parse_group_kind_set
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_config
 from kustomize_controller.kube.errors import KubeError
@@ -38,6 +43,7 @@ from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builde
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.preview import Preview, PreviewError, PreviewOptions, preview_kustomization
 from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.settings import FeatureGates, FlagError
@@ -61,6 +67,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kustomize-binary", default="", metavar="BIN", help="kustomize or kubectl binary")
     parser.add_argument("--sops-age-secret", default="", metavar="NAMESPACE/NAME",
                         help="the controller's --sops-age-secret, for Kustomizations that rely on it")
+    parser.add_argument("--override-manager", action="append", default=[], metavar="MANAGER",
+                        help="the controller's --override-manager (repeatable): its fields are taken over")
+    parser.add_argument("--custom-apply-stage-kinds", default="", metavar="KINDS",
+                        help="the controller's --custom-apply-stage-kinds")
 
 
 def render_text(preview: Preview, *, verbose: bool) -> str:
@@ -68,7 +78,7 @@ def render_text(preview: Preview, *, verbose: bool) -> str:
     for change in preview.changes:
         if change.error:
             continue  # on stderr
-        if change.action in _QUIET and not verbose:
+        if change.action in _QUIET and not verbose and not change.held:
             continue
         if change.action == RECREATED:
             out.append(f"{change.ref} would be recreated ({change.note})\n")
@@ -96,7 +106,7 @@ def _change_json(change: PreviewChange) -> dict[str, Any]:
 
 
 def render_json(preview: Preview, *, verbose: bool) -> str:
-    objects = [c for c in preview.changes if verbose or c.error or c.action not in _QUIET]
+    objects = [c for c in preview.changes if verbose or c.error or c.held or c.action not in _QUIET]
     doc = {
         "kustomization": preview.subject,
         "revision": preview.revision,
@@ -136,6 +146,11 @@ async def _preview(args: argparse.Namespace, err: TextIO) -> Preview:
             no_remote_bases=args.no_remote_bases,
             strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
             sops_age_secret=_age_secret(args.sops_age_secret),
+            engine=ApplySettings(
+                override_managers=tuple(args.override_manager),
+                custom_stage_kinds=parse_group_kind_set(args.custom_apply_stage_kinds),
+                migrate_api_version=gates.enabled("MigrateAPIVersion"),
+            ),
         )
         return await preview_kustomization(client=client, pipeline=pipeline, clock=clock, namespace=args.namespace,
                                            name=args.name, options=options, progress=say)

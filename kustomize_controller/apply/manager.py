@@ -14,7 +14,8 @@ patch (``takeover``) and the drift (``drift``); plan ``created``/``configured``/
 A dry-run that fails with an immutable-field error on an existing object, with ``force`` or the
 force selector, is planned as a recreate instead of failing.
 If any object of the stage failed, the stage raises (the first failure in apply order) and **nothing of
-the stage has been written**.
+the stage has been written**; the objects after a failure in apply order are cancelled (no request of
+theirs is left in flight or sent), those before it still finish so that the error is deterministic.
 
 Phase A2 — recreates, one by one: DELETE (background), poll until gone, dry-run again.
 
@@ -35,10 +36,13 @@ last dry-run that proved it unchanged, and plans it ``unchanged``: a no-op costs
 Without it (the default) every object is dry-run, as upstream. See ``verified.py`` for why drift
 correction stays correct.
 
-``plan_all(objects, options)`` runs phase A only, for every object, and returns what would happen
-(``PlannedObject``: action, live object, dry-run result, recreate, the error of that object): the
+``plan_all(objects, options)`` runs the same phase A (one function, ``_validate_all``) for every object
+and returns what would happen (``PlannedObject``: action, live object, dry-run result, recreate, drift
+held by ``detect_only``, the error of that object — an object's own error does not stop the others;
+any other exception does, cancelling the objects after it, and is raised): the
 preview behind ``kustomize-controller diff`` (``preview.py``). It never writes as long as
-``options.migrate_api_version`` is off (the caller's job; ``preview.py`` also wraps the client).
+``options.migrate_api_version`` is off; the preview keeps the option, as the apply has it, and wraps the
+client so that the managed-fields rewrite is a dry-run too.
 
 Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
 it (previous stages, and the objects of this stage already written). Messages are upstream's:
@@ -202,7 +206,13 @@ class PlannedObject:
     live: Object | None = None
     dry_run: Object | None = None
     recreate: bool = False  # configured by deleting and re-creating it (immutable field, force)
+    held: HeldDrift | None = None  # drift left alone (``options.detect_only``): planned unchanged or skipped
     error: ApplyEngineError | None = None
+
+
+def _plans(objects: Sequence[Object]) -> list[_Plan]:
+    """One plan per object, on copies, in apply order."""
+    return [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in sort_objects(deep_copy(o) for o in objects)]
 
 
 class _NoteDeleted:
@@ -309,48 +319,30 @@ class ResourceManager:
 
     async def plan_all(self, objects: Sequence[Object], options: ApplyOptions) -> list[PlannedObject]:
         """Phase A for every object, in apply order, with per-object errors (module contract)."""
-        ordered = sort_objects(deep_copy(o) for o in objects)
-        plans = [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in ordered]
-        gate = asyncio.Semaphore(self.concurrency)
-        errors: dict[int, ApplyEngineError] = {}
-
-        async def validate(index: int, plan: _Plan) -> None:
-            async with gate:
-                try:
-                    await self._validate(plan, options)
-                except ApplyEngineError as exc:
-                    errors[index] = exc
-
-        await asyncio.gather(*(validate(i, p) for i, p in enumerate(plans)))
+        plans = _plans(objects)
+        failures = await self._validate_all(plans, options, per_object_errors=True)
+        unexpected = [i for i, exc in failures.items() if not isinstance(exc, ApplyEngineError)]
+        if unexpected:
+            raise failures[min(unexpected)]
         out: list[PlannedObject] = []
         for index, plan in enumerate(plans):
             action = plan.entry.action if plan.entry is not None else Action.UNKNOWN
             if plan.recreate:
                 action = Action.CONFIGURED
+            error = failures.get(index)
             out.append(PlannedObject(ref=plan.ref, desired=plan.desired, action=action, live=plan.live,
-                                     dry_run=plan.dry_run, recreate=plan.recreate, error=errors.get(index)))
+                                     dry_run=plan.dry_run, recreate=plan.recreate, held=plan.held,
+                                     error=error if isinstance(error, ApplyEngineError) else None))
         return out
 
     # --- one stage ------------------------------------------------------------------------------
 
     async def apply_all(self, objects: Sequence[Object], options: ApplyOptions) -> ChangeSet:
         """Apply one stage (no waiting); see the module contract for the phases."""
-        ordered = sort_objects(deep_copy(o) for o in objects)
-        plans = [_Plan(desired=o, ref=ObjRef.from_object(o)) for o in ordered]
-        gate = asyncio.Semaphore(self.concurrency)
-        context = self._fingerprint_context(options)
-
-        async def validate(plan: _Plan) -> None:
-            async with gate:
-                await self._validate(plan, options, context)
-
-        results = await asyncio.gather(*(validate(p) for p in plans), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-        for result in results:
-            if isinstance(result, Exception):
-                raise result  # the first failure in apply order; nothing of the stage was written
+        plans = _plans(objects)
+        failures = await self._validate_all(plans, options, per_object_errors=False)
+        if failures:
+            raise failures[min(failures)]  # the first failure in apply order; nothing of the stage was written
 
         done = ChangeSet()
         for plan in plans:
@@ -360,6 +352,36 @@ class ResourceManager:
             if plan.write:
                 await self._write(plan, done)
         return ChangeSet([p.entry for p in plans if p.entry is not None])
+
+    async def _validate_all(
+        self, plans: Sequence[_Plan], options: ApplyOptions, *, per_object_errors: bool
+    ) -> dict[int, Exception]:
+        """Phase A for ``plans``: the failures by index (module contract, "Phase A").
+
+        At most ``concurrency`` objects in flight, all in one task group: nothing is left running when
+        this returns or raises. A failure that ends the phase (any failure of an apply; in a plan,
+        ``per_object_errors``, only one that is not the object's own ``ApplyEngineError``, which is that
+        object's result) cancels the objects after it in apply order: their requests in flight are
+        cancelled and the queued ones never start. Those before it run on, so the failure that counts
+        is still the first in apply order, as if every object had been validated."""
+        context = self._fingerprint_context(options)
+        gate = asyncio.Semaphore(self.concurrency)
+        failures: dict[int, Exception] = {}
+        tasks: list[asyncio.Task[None]] = []
+
+        async def validate(index: int, plan: _Plan) -> None:
+            async with gate:
+                try:
+                    await self._validate(plan, options, context)
+                except Exception as exc:
+                    failures[index] = exc
+                    if not (per_object_errors and isinstance(exc, ApplyEngineError)):
+                        for later in tasks[index + 1:]:
+                            later.cancel()
+
+        async with asyncio.TaskGroup() as group:
+            tasks.extend(group.create_task(validate(i, p)) for i, p in enumerate(plans))
+        return failures
 
     async def _get_live(self, ref: ObjRef, api_version: str) -> Object | None:
         try:

@@ -2,15 +2,17 @@
 
 Contract:
 - ``DryRunClient`` wraps the client every preview request goes through: reads pass, a server-side
-  apply or a delete is sent with ``dryRun=All`` whatever the caller asked, and every other write
-  (patch, create, update) raises ``PreviewWriteError``. It is the one choke point that makes a
-  preview write nothing to the cluster, for every object and every Kustomization setting
-  (``force``, ``prune``, ``MigrateAPIVersion``).
+  apply, a patch (MigrateAPIVersion's managed-fields rewrite) or a delete is sent with ``dryRun=All``
+  whatever the caller asked; it offers no other write. It is the one choke point that makes a preview
+  write nothing to the cluster, for every object and every Kustomization setting (``force``,
+  ``prune``, ``MigrateAPIVersion``).
 - ``preview_apply`` is the engine's phase A (``ResourceManager.plan_all``): one GET and one dry-run per
   object. An object the set itself makes possible — in a Namespace, or of a kind defined by a CRD,
   that the same set creates — cannot be dry-run before they exist; it is reported ``created``,
   unvalidated, as the staged apply would create it after them. A dry-run failing on an immutable
-  field of an object with ``force`` is reported as a recreate.
+  field of an object with ``force`` is reported as a recreate. Drift the options' ``detect_only``
+  policy leaves alone (``drift-detection: warn``) is reported as the apply leaves it (``unchanged``,
+  or ``skipped`` when deleted), with a note and the diff it leaves.
 - ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
   only objects of the previous inventory, still carrying our owner labels and not excluded, are
   reported ``deleted``.
@@ -44,10 +46,6 @@ from kustomize_controller.kube.errors import NotFoundError
 RECREATED = "recreated"  # the preview's name for a configure by delete and re-create
 _NOISE = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
 MASK = "***"
-
-
-class PreviewWriteError(RuntimeError):
-    """A preview tried to write (a bug: previews only read and dry-run)."""
 
 
 class DryRunClient:
@@ -98,7 +96,9 @@ class DryRunClient:
         dry_run: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]:
-        raise PreviewWriteError(f"a preview does not patch {kind}/{namespace or ''}/{name}")
+        return await self._client.patch(api_version, kind, name, namespace, body, patch_type=patch_type,
+                                         field_manager=field_manager, force=force, dry_run=True,
+                                         subresource=subresource)
 
     async def delete(
         self,
@@ -125,6 +125,7 @@ class PreviewChange:
     diff: str = ""
     error: str = ""
     note: str = ""
+    held: bool = False  # drift the apply leaves as it is (``drift-detection: warn``): shown, not a change
 
     @property
     def changed(self) -> bool:
@@ -177,12 +178,17 @@ async def preview_apply(
                                      note="would be recreated: an immutable field changed and force is set"))
             continue
         diff = note = ""
-        if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
+        held = plan.held is not None
+        if plan.held is not None:
+            note = "drifted, not corrected (drift-detection: warn)"
+            if plan.live is not None and plan.dry_run is not None:
+                diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
+        elif plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
             diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
             if not diff:
-                note = "field managers only: fields of kubectl or legacy managers would be taken over"
+                note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"
         out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
-                                 note=note))
+                                 note=note, held=held))
     return out
 
 

@@ -23,7 +23,6 @@ does). Failures are always written.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -36,7 +35,7 @@ from kustomize_controller.api.meta import Reason
 from kustomize_controller.api.source import Artifact
 from kustomize_controller.apply.cel import CelStatusReaders
 from kustomize_controller.apply.changeset import Action, ChangeSet
-from kustomize_controller.apply.drift import IgnoreRuleError, compile_ignore_rules
+from kustomize_controller.apply.drift import IgnoreRuleError
 from kustomize_controller.apply.errors import ApplyEngineError, HealthCheckError, PruneError
 from kustomize_controller.apply.health import (
     StatusPoller,
@@ -45,19 +44,12 @@ from kustomize_controller.apply.health import (
     targets_from_references,
     wait_for_set,
 )
-from kustomize_controller.apply.inventory import (
-    from_change_set,
-    inventory_objects,
-    merge_survivors,
-    stale_objects,
-)
+from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.prune import delete_all
 from kustomize_controller.apply.selectors import owner_labels
-from kustomize_controller.apply.staging import GroupKind
-from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
 from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
@@ -65,6 +57,7 @@ from kustomize_controller.kustomize.errors import ArtifactNotFoundError, Kustomi
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, BuildResult
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.reconcile import conditions
+from kustomize_controller.reconcile.apply_options import ApplySettings, apply_options
 from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
 from kustomize_controller.reconcile.drift_mode import WarnPolicy
 from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
@@ -91,9 +84,7 @@ class ApplyStepOptions:
     strict_substitutions: bool = True
     fail_fast: bool = True
     group_change_log: bool = False
-    migrate_api_version: bool = False
-    override_managers: tuple[str, ...] = ()
-    custom_stage_kinds: frozenset[GroupKind] = frozenset()
+    engine: ApplySettings = field(default_factory=ApplySettings)  # the flags that shape every apply
     tenancy: TenancyOptions = field(default_factory=TenancyOptions)
     sops_age_secret: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-age-secret)
     health_interval: float = 5.0
@@ -235,19 +226,10 @@ class ApplyStep:
 
     def _apply_options(self, ctx: ReconcileContext, detect_only: WarnPolicy | None = None) -> ApplyOptions:
         try:
-            ignore_rules = compile_ignore_rules(ctx.ks.spec.ignore)
+            return apply_options(ctx.ks, self._options.engine, detect_only=detect_only)
         except IgnoreRuleError as err:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
-        return ApplyOptions(
-            force=ctx.ks.spec.force,
-            cleanup=CleanupOptions(
-                field_managers=takeover_rules(override_managers=self._options.override_managers)
-            ),
-            custom_stage_kinds=self._options.custom_stage_kinds,
-            ignore_rules=ignore_rules,
-            migrate_api_version=self._options.migrate_api_version,
-            detect_only=detect_only,
-        )
+        raise AssertionError("unreachable")
 
     async def _apply_and_check(
         self,
@@ -278,8 +260,7 @@ class ApplyStep:
         if objects:
             try:
                 # objects new to the inventory are dry-run before they are read (apply/manager.py)
-                expected = frozenset(o.ref for o in inventory_objects(old_inventory))
-                options = dataclasses.replace(self._apply_options(ctx, drift_policy), expected=expected)
+                options = self._apply_options(ctx, drift_policy)
                 change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()

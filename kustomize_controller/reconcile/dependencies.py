@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from kustomize_controller.api.kustomization import Kustomization, parse_kustomization
 from kustomize_controller.api.meta import ConditionStatus, ConditionType
+from kustomize_controller.reconcile.ordering import reference_key
 
 BoolProgram = Callable[[Mapping[str, Any]], bool]
 
@@ -77,10 +78,10 @@ async def check_dependencies(
 ) -> None:
     """Raise ``DependencyNotReadyError`` or ``DependencyTerminalError``; return when all are ready."""
     for ref in ks.spec.depends_on:
-        namespace = ref.namespace or ks.metadata.namespace or ""
-        dep_name = f"{namespace}/{ref.name}"
+        key = reference_key(ref.namespace, ref.name, dependent_namespace=ks.metadata.namespace or "")
+        dep_name = str(key)
         try:
-            dep_obj = await get(namespace, ref.name)
+            dep_obj = await get(key.namespace, key.name)
         except Exception as err:
             # the API's own message, as upstream wraps the client error (ours prefixes Kind/ns/name)
             detail = getattr(err, "message", "") or str(err)

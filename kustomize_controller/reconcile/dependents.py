@@ -7,8 +7,8 @@ times. The poll stays as the fallback (a missed event, a dependency outside the 
 
 Contract (pure functions over plain objects and the informer's index; the application wires them):
 - ``dependency_index_keys(ks)``: ``<namespace>/<name>`` of every ``spec.dependsOn`` entry, the
-  namespace defaulting to the dependent's own (as ``checkDependencies`` reads it). Indexed under
-  ``DEPENDS_ON_INDEX``.
+  namespace defaulting to the dependent's own (``ordering.dependency_keys``, the reading the watches'
+  dependency sort and ``checkDependencies`` share). Indexed under ``DEPENDS_ON_INDEX``.
 - ``dependency_update_passes(old, new)``: the update made ``new`` ready for its generation (Ready=True
   and ``observedGeneration == generation``, the built-in dependency check) where ``old`` was not, or
   ``new`` is ready and its ``lastAppliedRevision`` changed (a dependent using the same source waits
@@ -18,7 +18,9 @@ Contract (pure functions over plain objects and the informer's index; the applic
 - ``DependentWaker.dependents(ks)``: the Kustomizations whose ``dependsOn`` names ``ks``, minus any
   for which waking would go round a cycle: a self-reference, or a dependent that ``ks`` itself
   (transitively) depends on. Those are logged once per (dependency, dependent) pair and left to the
-  poll; a cycle can never be satisfied by the built-in check, so waking it would only spin.
+  poll; a cycle can never be satisfied by the built-in check, so waking it would only spin. What
+  ``ks`` depends on is walked once per event (through the cache; a dependency missing from it ends
+  that branch), and only when something is indexed under it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from kustomize_controller.reconcile.ordering import ObjectKey
+from kustomize_controller.reconcile.ordering import ObjectKey, dependency_keys, object_key
 
 DEPENDS_ON_INDEX = "dependsOn"
 
@@ -37,36 +39,15 @@ Obj = Mapping[str, Any]
 _log = structlog.get_logger("dependents")
 
 
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _key(obj: Obj) -> ObjectKey:
-    meta = _meta(obj)
-    return ObjectKey(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def dependency_keys(ks: Obj) -> list[ObjectKey]:
-    spec = ks.get("spec")
-    refs = spec.get("dependsOn") if isinstance(spec, Mapping) else None
-    own_namespace = _key(ks).namespace
-    keys: list[ObjectKey] = []
-    for ref in refs if isinstance(refs, list) else []:
-        if isinstance(ref, Mapping) and ref.get("name"):
-            keys.append(ObjectKey(str(ref.get("namespace") or own_namespace), str(ref["name"])))
-    return keys
-
-
 def dependency_index_keys(ks: Obj) -> list[str]:
     return sorted({str(key) for key in dependency_keys(ks)})
 
 
 def _ready_for_generation(ks: Obj) -> bool:
-    status = ks.get("status")
+    status, meta = ks.get("status"), ks.get("metadata")
     if not isinstance(status, Mapping):
         return False
-    if _meta(ks).get("generation") != status.get("observedGeneration"):
+    if (meta.get("generation") if isinstance(meta, Mapping) else None) != status.get("observedGeneration"):
         return False
     for condition in status.get("conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
@@ -98,32 +79,33 @@ class DependentWaker:
         self._reported: set[tuple[ObjectKey, ObjectKey]] = set()
 
     def dependents(self, ks: Obj) -> list[ObjectKey]:
-        changed = _key(ks)
+        changed = object_key(ks)
+        indexed = [object_key(dependent) for dependent in self._indexed(str(changed))]
+        if not indexed:
+            return []
+        ancestors = self._ancestors(changed)  # once per event, whatever the number of dependents
         out: list[ObjectKey] = []
-        for dependent in self._indexed(str(changed)):
-            key = _key(dependent)
-            if key == changed or self._depends_on(changed, key):
+        for key in indexed:
+            if key == changed or key in ancestors:
                 self._report(changed, key)
                 continue
             out.append(key)
         return out
 
-    def _depends_on(self, start: ObjectKey, target: ObjectKey) -> bool:
-        """True when ``start`` depends on ``target``, directly or through other cached Kustomizations."""
-        seen = {start}
+    def _ancestors(self, start: ObjectKey) -> set[ObjectKey]:
+        """Every Kustomization ``start`` depends on, directly or through other cached Kustomizations
+        (``start`` itself only when it is on a cycle)."""
+        seen: set[ObjectKey] = set()
         pending = [start]
         while pending:
-            current = pending.pop()
-            obj = self._lookup(str(current))
+            obj = self._lookup(str(pending.pop()))
             if obj is None:
                 continue
             for dep in dependency_keys(obj):
-                if dep == target:
-                    return True
                 if dep not in seen:
                     seen.add(dep)
                     pending.append(dep)
-        return False
+        return seen
 
     def _report(self, dependency: ObjectKey, dependent: ObjectKey) -> None:
         if (dependency, dependent) in self._reported:
@@ -140,6 +122,5 @@ __all__ = [
     "DEPENDS_ON_INDEX",
     "DependentWaker",
     "dependency_index_keys",
-    "dependency_keys",
     "dependency_update_passes",
 ]

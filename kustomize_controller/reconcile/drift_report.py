@@ -37,7 +37,7 @@ from kustomize_controller.apply.detect_only import HeldDrift
 from kustomize_controller.apply.objects import Object, ObjRef
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.context import ReconcileContext
-from kustomize_controller.reconcile.drift_mode import AppliedRecords, WarnPolicy, last_applied_digest, next_record
+from kustomize_controller.reconcile.drift_mode import AppliedRecords, WarnPolicy, next_record, warn_policy
 from kustomize_controller.reconcile.notify import SEVERITY_ERROR
 
 _log = structlog.get_logger()
@@ -75,8 +75,7 @@ class DetectOnlyDrift:
         if drift_mode(ctx.ks.metadata.annotations) is DriftMode.ENABLED:
             self._records.forget(owner)
             return None
-        applied = last_applied_digest(ctx.ks.status.history)
-        return WarnPolicy(known=self._records.get(owner), build_unchanged=applied is not None and applied == digest)
+        return warn_policy(ctx.ks.status.history, digest=digest, known=self._records.get(owner))
 
     def remember(
         self,

@@ -6,15 +6,20 @@ directory standing in for it, ``local_root``: the artifact root, in which ``spec
 directory, exactly as ``kustomize-controller build``); build with the Kustomization's overlays;
 decrypt with its own decryption Secret (and the controller's ``--sops-age-secret`` when given);
 substitute from its ``substituteFrom``; stamp the owner labels; impersonate its service account (or
-use its remote kubeconfig); then the apply engine's phase A and prune's selection through a
-``DryRunClient`` (``apply/preview.py``), so nothing is written to the cluster whatever the
-Kustomization says (``force``, ``prune``). ``spec.suspend`` and ``dependsOn`` are not consulted: the
-preview shows what a reconcile of the current spec would do.
+use its remote kubeconfig); then the apply engine's phase A, with the options the apply computes
+(``apply_options.py``: takeover of field managers incl. ``options.engine.override_managers``, ignore
+rules, MigrateAPIVersion, the previous inventory; in ``drift-detection: warn`` mode the drift policy
+of a controller without memory, which leaves drifted objects ``unchanged``), and prune's selection,
+all through a ``DryRunClient`` (``apply/preview.py``), so nothing is written to the cluster whatever
+the Kustomization says (``force``, ``prune``, MigrateAPIVersion). ``spec.suspend`` and ``dependsOn``
+are not consulted: the preview shows what a reconcile of the current spec would do.
 
 Errors before the dry-run (not found, source, artifact, build, decryption, tenancy) raise
 ``PreviewError`` with the controller's message; per-object dry-run failures are part of the result.
-Not promised: health checks, ``wait`` and ``dependsOn`` readiness (nothing is applied, nothing to wait
-for); objects whose Namespace or CRD this revision creates are reported ``created`` unvalidated.
+Not promised: a MigrateAPIVersion rewrite of managed fields is only dry-run, so a dry-run it would
+unblock still fails in the preview; health checks, ``wait`` and ``dependsOn`` readiness (nothing is
+applied, nothing to wait for); objects whose Namespace or CRD this revision creates are reported
+``created`` unvalidated.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kustomize_controller.api.drift import DriftMode, InvalidDriftModeError, drift_mode
 from kustomize_controller.api.kustomization import (
     API_VERSION,
     KIND,
@@ -33,20 +39,21 @@ from kustomize_controller.api.kustomization import (
 )
 from kustomize_controller.api.source import SOURCE_API_VERSION
 from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
-from kustomize_controller.apply.drift import IgnoreRuleError, compile_ignore_rules
+from kustomize_controller.apply.drift import IgnoreRuleError
 from kustomize_controller.apply.inventory import from_change_set, stale_objects
-from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.manager import ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import split_api_version
 from kustomize_controller.apply.preview import DryRunClient, PreviewChange, preview_apply, preview_prune
 from kustomize_controller.apply.selectors import owner_labels
-from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import KustomizeError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, Checkout
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.kustomize.substitute import KubeVarSource
+from kustomize_controller.reconcile.apply_options import ApplySettings, apply_options
+from kustomize_controller.reconcile.drift_mode import warn_policy
 from kustomize_controller.reconcile.source import SourceAccess, SourceError, get_source
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
@@ -66,6 +73,7 @@ class PreviewOptions:
     tenancy: TenancyOptions = field(default_factory=TenancyOptions)
     sops_age_secret: tuple[str, str] | None = None
     concurrency: int = 4
+    engine: ApplySettings = field(default_factory=ApplySettings)  # the controller's apply flags
 
 
 @dataclass(frozen=True)
@@ -117,8 +125,9 @@ async def preview_kustomization(
         ks, no_remote_bases=options.no_remote_bases, strict_substitution=options.strict_substitution
     )
     try:
-        ignore_rules = compile_ignore_rules(ks.spec.ignore)
-    except IgnoreRuleError as err:
+        mode = drift_mode(ks.metadata.annotations)
+        apply_options(ks, options.engine)  # spec.ignore is checked before anything is fetched, as by the apply
+    except (InvalidDriftModeError, IgnoreRuleError) as err:
         raise PreviewError(f"{subject}: {err}") from err
 
     async with contextlib.AsyncExitStack() as stack:
@@ -149,12 +158,9 @@ async def preview_kustomization(
         say(f"dry-running {len(objects)} object(s)")
         reader = DryRunClient(tenant)
         manager = ResourceManager(client=reader, clock=clock, concurrency=options.concurrency)
-        apply_options = ApplyOptions(
-            force=ks.spec.force,
-            cleanup=CleanupOptions(field_managers=takeover_rules()),
-            ignore_rules=ignore_rules,
-        )
-        changes = await preview_apply(manager, objects, apply_options)
+        # warn mode: drifted objects are told from changed ones as a freshly started controller does
+        policy = warn_policy(ks.status.history, digest=result.digest) if mode is DriftMode.WARN else None
+        changes = await preview_apply(manager, objects, apply_options(ks, options.engine, detect_only=policy))
         errors = [c.error for c in changes if c.error]
         if ks.spec.prune:
             planned = ChangeSet([

@@ -28,7 +28,7 @@ from typing import Any
 
 from kustomize_controller.api.drift import DRIFT_DETECTION_ANNOTATION
 from kustomize_controller.api.meta import RECONCILE_REQUEST_ANNOTATION
-from kustomize_controller.reconcile.ordering import Dependent, ObjectKey, sort_dependents
+from kustomize_controller.reconcile.ordering import ObjectKey, dependent_of, sort_dependents
 
 Obj = Mapping[str, Any]
 
@@ -96,12 +96,6 @@ def _condition_true(ks: Obj, type_: str) -> bool:
     return False
 
 
-def _dependent(ks: Obj) -> Dependent:
-    meta = _meta(ks)
-    deps = [(d.get("namespace") or None, d.get("name", "")) for d in _spec(ks).get("dependsOn") or []]
-    return Dependent(ObjectKey(meta.get("namespace", ""), meta.get("name", "")), deps)
-
-
 def requests_for_source(source: Obj, indexed: Iterable[Obj]) -> list[ObjectKey]:
     """Kustomizations to enqueue for a source event (raises CircularDependencyError)."""
     revision = _artifact_revision(source)
@@ -113,7 +107,7 @@ def requests_for_source(source: Obj, indexed: Iterable[Obj]) -> list[ObjectKey]:
         busy_or_ready = _condition_true(ks, "Ready") or _condition_true(ks, "Reconciling")
         if busy_or_ready and attempted == revision:
             continue
-        candidates.append(_dependent(ks))
+        candidates.append(dependent_of(ks))
     return sort_dependents(candidates)
 
 
@@ -154,4 +148,4 @@ def secret_index_keys(ks: Obj) -> list[str]:
 
 def requests_for_config(indexed: Iterable[Obj]) -> list[ObjectKey]:
     """Kustomizations to enqueue for a ConfigMap/Secret event (raises CircularDependencyError)."""
-    return sort_dependents(_dependent(ks) for ks in indexed)
+    return sort_dependents(dependent_of(ks) for ks in indexed)

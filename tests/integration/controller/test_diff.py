@@ -223,3 +223,60 @@ async def test_objects_in_a_namespace_the_revision_creates(env: ControllerEnv, t
     assert f"ConfigMap/{new_ns}/inside created (not validated: needs objects this revision creates first)\n" in out
     assert f"ConfigMap/{ns}/settings" not in out  # the same objects, in sync
     assert not [n for n in await env.client.list("v1", "Namespace") if n["metadata"]["name"] == new_ns]
+
+
+async def test_the_preview_takes_over_the_managers_the_apply_takes_over(env: ControllerEnv) -> None:
+    """The preview computes its apply options as the apply does (``reconcile/apply_options.py``): a field
+    added by a manager named with ``--override-manager`` is reported ``configured``, and the controller
+    with that flag then removes it; without the flag both leave it."""
+    ns = env.namespace
+    artifact = await env.publish(files())
+    await env.start(override_managers=("lens",))
+    await env.create(env.kustomization(targetNamespace=ns))
+    await env.wait_ready(revision=artifact["revision"])
+    await env.stop()
+    await env.client.patch("v1", "ConfigMap", "settings", ns, {"data": {"extra": "added"}}, patch_type="merge",
+                           field_manager="lens")
+    before, mark = await versions(env), log_mark(env)
+
+    code, out, err = await run_diff(env)  # a controller without --override-manager leaves lens's field
+    assert (code, out) == (0, ""), err
+    code, out, err = await run_diff(env, "--override-manager", "lens")
+    assert code == 1, err
+    assert out == (f"ConfigMap/{ns}/settings configured (field managers only: fields of kubectl, legacy or "
+                   "overridden managers would be taken over)\n")
+    assert await versions(env) == before
+    no_writes_since(env, mark)
+
+    await env.start(override_managers=("lens",))
+    token = await env.request_reconcile()
+    await env.wait_handled(token)
+    live = await env.get("v1", "ConfigMap", "settings")
+    assert live["data"] == {"mode": "safe"}  # the apply did what the preview said: lens's field is gone
+    await env.stop()
+    code, out, err = await run_diff(env, "--override-manager", "lens")
+    assert (code, out) == (0, ""), err
+
+
+async def test_warn_mode_reports_drift_the_apply_would_leave(env: ControllerEnv) -> None:
+    """``drift-detection: warn``: an out-of-band edit of the build last applied is not what the next
+    apply changes; the preview shows the drift but exits 0, and the controller leaves it."""
+    ns = env.namespace
+    await applied(env, files())
+    await env.client.patch(KS_API, "Kustomization", "app", ns,
+                           {"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/drift-detection": "warn"}}},
+                           patch_type="merge")
+    await env.client.patch("v1", "ConfigMap", "settings", ns, {"data": {"mode": "unsafe"}}, patch_type="merge",
+                           field_manager="kubectl-edit")
+    code, out, err = await run_diff(env)
+    assert code == 0, err
+    assert out.startswith(f"ConfigMap/{ns}/settings unchanged (drifted, not corrected (drift-detection: warn))\n")
+    assert "-  mode: unsafe\n" in out and "+  mode: safe\n" in out
+    assert "Deployment" not in out
+
+    await env.start()
+    token = await env.request_reconcile()
+    await env.wait_handled(token)
+    live = await env.get("v1", "ConfigMap", "settings")
+    assert live["data"] == {"mode": "unsafe"}  # left as the preview said
+    await env.stop()

@@ -168,6 +168,8 @@ class FakeClient:
         import jsonpatch
 
         patched = jsonpatch.apply_patch(self.objects[key], body)
+        if dry_run:
+            return copy.deepcopy(patched)
         patched["metadata"]["resourceVersion"] = str(next(self._rv))
         self.objects[key] = patched
         return copy.deepcopy(patched)

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from kustomize_controller.apply.changeset import Action
+from kustomize_controller.apply.drift import compile_ignore_rules
 from kustomize_controller.apply.errors import ApplyFailedError, ApplyStepError, DryRunError
 from kustomize_controller.apply.manager import (
     ApplyOptions,
@@ -14,6 +19,7 @@ from kustomize_controller.apply.manager import (
     strip_invalid_ca_bundle,
 )
 from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.errors import ConflictError, InvalidError, NotFoundError
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
@@ -337,3 +343,146 @@ async def test_migrate_api_version_rewrites_managed_fields_before_the_dry_run() 
     client2.seed(live)
     cs = await manager(client2).apply_all([desired], ApplyOptions())
     assert [e.action for e in cs] == [Action.UNCHANGED] and client2.writes() == []
+
+
+# --- phase A: one function for apply_all and plan_all, structured concurrency ------------------------
+
+
+@dataclass
+class GatedClient(FakeClient):
+    """The dry-run of an object named in ``gates`` waits for that event before it is answered; every
+    dry-run's start (also as the event ``began[name]``), answer, failure or cancellation is recorded, so a test sees
+    which requests were left running."""
+
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    began: defaultdict[str, asyncio.Event] = field(default_factory=lambda: defaultdict(asyncio.Event))
+    started: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    async def apply(self, obj: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+        name = str(obj["metadata"]["name"])
+        self.started.append(name)
+        self.began[name].set()
+        try:
+            if name in self.gates:
+                await self.gates[name].wait()
+            result = await super().apply(obj, **kw)
+        except asyncio.CancelledError:
+            self.cancelled.append(name)
+            raise
+        except Exception:
+            self.failed.append(name)
+            raise
+        self.finished.append(name)
+        return result
+
+    def in_flight(self) -> set[str]:
+        return set(self.started) - set(self.finished) - set(self.cancelled) - set(self.failed)
+
+
+def failing_once(failed: asyncio.Event, err: Exception) -> Callable[[], Exception]:
+    def fault() -> Exception:
+        failed.set()
+        return err
+
+    return fault
+
+
+def gated(release: asyncio.Event, *, failing: str, **fault: Exception) -> tuple[GatedClient, asyncio.Event]:
+    """a and c wait for ``release``; ``failing`` (b) fails once c is in flight; the event says it failed."""
+    failed = asyncio.Event()
+    client = GatedClient()
+    client.gates.update(a=release, b=client.began["c"], c=release)
+    for name, err in fault.items():
+        client.faults[("apply", name, True)] = failing_once(failed, err) if name == failing else err  # type: ignore[assignment]
+    return client, failed
+
+
+async def test_a_failed_dry_run_cancels_the_objects_after_it_and_reports_the_first_failure() -> None:
+    release = asyncio.Event()
+    client, failed = gated(release, failing="b", b=InvalidError("b is invalid", status=422))
+    rm = ResourceManager(client=client, clock=FakeClock(), concurrency=3)
+    task = asyncio.create_task(rm.apply_all([cm(n) for n in "abcde"], ApplyOptions()))
+    await failed.wait()
+    release.set()  # "a" (before the failure) and "c" (after it) may go on now
+    with pytest.raises(DryRunError) as info:
+        await task
+    assert str(info.value) == "ConfigMap/default/b dry-run failed (Invalid): b is invalid"
+    assert client.cancelled == ["c"]  # in flight after the failure: cancelled
+    assert client.started == ["a", "b", "c"]  # d and e were queued: never sent
+    assert client.finished == ["a"]  # before the failure in apply order: ran to its end
+    assert client.in_flight() == set() and client.writes() == []
+
+
+async def test_the_first_failure_in_apply_order_wins_whatever_fails_first() -> None:
+    release = asyncio.Event()
+    client, failed = gated(release, failing="b", a=InvalidError("a is invalid", status=422),
+                           b=InvalidError("b is invalid", status=422))
+    rm = ResourceManager(client=client, clock=FakeClock(), concurrency=4)
+    task = asyncio.create_task(rm.apply_all([cm(n) for n in "abcd"], ApplyOptions()))
+    await failed.wait()  # b failed first in time; a has not been answered yet
+    release.set()
+    with pytest.raises(DryRunError, match="ConfigMap/default/a dry-run failed"):
+        await task
+    assert client.cancelled == ["c"] and client.in_flight() == set()
+
+
+async def test_a_plan_keeps_per_object_errors_but_an_unexpected_failure_leaves_nothing_running() -> None:
+    release = asyncio.Event()
+    client, _ = gated(release, failing="", b=InvalidError("b is invalid", status=422))
+    rm = ResourceManager(client=client, clock=FakeClock(), concurrency=3)
+    plan_task = asyncio.create_task(rm.plan_all([cm(n) for n in "abc"], ApplyOptions()))
+    await client.began["c"].wait()  # an object's own error does not stop the others
+    release.set()
+    planned = await plan_task
+    assert [(p.ref.name, p.action, bool(p.error)) for p in planned] == [
+        ("a", Action.CREATED, False), ("b", Action.UNKNOWN, True), ("c", Action.CREATED, False)]
+
+    release = asyncio.Event()
+    client, failed = gated(release, failing="b", b=RuntimeError("transport broke"))
+    rm = ResourceManager(client=client, clock=FakeClock(), concurrency=3)
+    plan_task = asyncio.create_task(rm.plan_all([cm(n) for n in "abcd"], ApplyOptions()))
+    await failed.wait()
+    release.set()
+    with pytest.raises(RuntimeError, match="transport broke"):
+        await plan_task
+    # nothing of the plan is still running once plan_all raised
+    assert client.in_flight() == set() and client.cancelled == ["c"] and "d" not in client.started
+    assert client.finished == ["a"]
+
+
+async def test_a_plan_is_what_the_apply_computes() -> None:
+    def seeded() -> FakeClient:
+        client = FakeClient()
+        client.seed(cm("same", data={"k": "v"}))
+        client.seed(cm("drifted", data={"k": "edited"}))
+        client.seed(cm("kept", annotations={"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}))
+        return client
+
+    objects = [cm("same", data={"k": "v"}), cm("drifted", data={"k": "v"}), cm("new"),
+               cm("kept", annotations={"kustomize.toolkit.fluxcd.io/reconcile": "disabled"})]
+    planned = await manager(seeded()).plan_all(objects, ApplyOptions())
+    applied = await manager(seeded()).apply_all(objects, ApplyOptions())
+    assert [(p.ref, p.action) for p in planned] == [(e.ref, e.action) for e in applied]
+    assert {p.ref.name: p.action for p in planned} == {
+        "drifted": Action.CONFIGURED, "kept": Action.SKIPPED, "new": Action.CREATED, "same": Action.UNCHANGED}
+
+
+async def test_a_plan_does_not_teach_the_cache_what_other_options_would_plan() -> None:
+    """plan_all proves objects in sync with the same fingerprint context as apply_all: a plan under
+    ``spec.ignore`` rules must not vouch for the object under other rules."""
+    client, verified = FakeClient(), VerifiedApplies()
+    client.seed(cm("a", data={"k": "edited"}))
+    rm = ResourceManager(client=client, clock=FakeClock(), verified=verified)
+    ignoring = ApplyOptions(ignore_rules=compile_ignore_rules([_Rule(["/data"])]))
+    assert [p.action for p in await rm.plan_all([cm("a", data={"k": "v"})], ignoring)] == [Action.UNCHANGED]
+    assert [p.action for p in await rm.plan_all([cm("a", data={"k": "v"})], ApplyOptions())] == [Action.CONFIGURED]
+    assert [e.action for e in await rm.apply_all([cm("a", data={"k": "v"})], ApplyOptions())] == [Action.CONFIGURED]
+
+
+class _Rule:
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.target = None

@@ -56,10 +56,8 @@ def test_non_secrets_are_not_masked() -> None:
     assert mask_secrets(a, b) == (a, b)
 
 
-async def test_dry_run_client_turns_writes_into_dry_runs_and_refuses_the_rest() -> None:
-    import pytest
-
-    from kustomize_controller.apply.preview import DryRunClient, PreviewWriteError
+async def test_dry_run_client_turns_every_write_into_a_dry_run() -> None:
+    from kustomize_controller.apply.preview import DryRunClient
     from tests.unit.apply.fakes import FakeClient
     from tests.unit.apply.fakes import cm as fake_cm
 
@@ -68,8 +66,9 @@ async def test_dry_run_client_turns_writes_into_dry_runs_and_refuses_the_rest() 
     client = DryRunClient(fake)
     await client.apply(fake_cm("a", data={"k": "w"}), field_manager="m", force=True, dry_run=False)
     await client.delete("v1", "ConfigMap", "a", "default", propagation_policy="Background")
-    with pytest.raises(PreviewWriteError):
-        await client.patch("v1", "ConfigMap", "a", "default", [], patch_type="json")
+    migrate = [{"op": "replace", "path": "/data", "value": {"k": "x"}}]  # MigrateAPIVersion's patch is a JSON patch
+    assert (await client.patch("v1", "ConfigMap", "a", "default", migrate, patch_type="json"))["data"] == {"k": "x"}
     assert fake.writes() == []
-    assert [(c.verb, c.dry_run) for c in fake.calls if c.verb != "get"] == [("apply", True), ("delete", True)]
+    assert [(c.verb, c.dry_run) for c in fake.calls if c.verb != "get"] == [
+        ("apply", True), ("delete", True), ("patch", True)]
     assert (await client.get("v1", "ConfigMap", "a", "default"))["data"] == {"k": "v"}

@@ -51,13 +51,18 @@ def test_update_passes_only_when_ready_for_the_generation(
     assert dependency_update_passes(ks("a", status=old), ks("a", status=new)) is passes
 
 
-def waker(*objs: dict[str, Any]) -> DependentWaker:
+def waker(*objs: dict[str, Any], looked_up: list[str] | None = None) -> DependentWaker:
     by_key = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in objs}
 
     def indexed(key: str) -> list[dict[str, Any]]:
         return [o for o in objs if key in dependency_index_keys(o)]
 
-    return DependentWaker(indexed=indexed, lookup=by_key.get)
+    def lookup(key: str) -> dict[str, Any] | None:
+        if looked_up is not None:
+            looked_up.append(key)
+        return by_key.get(key)
+
+    return DependentWaker(indexed=indexed, lookup=lookup)
 
 
 def test_dependents_in_this_and_other_namespaces() -> None:
@@ -90,3 +95,24 @@ def test_a_dependency_missing_from_the_cache_ends_the_walk() -> None:
     a = ks("a", deps=[{"name": "gone"}])
     b = ks("b", deps=[{"name": "a"}])
     assert waker(a, b).dependents(a) == [ObjectKey("apps", "b")]
+
+
+def test_what_the_dependency_depends_on_is_walked_once_per_event() -> None:
+    core = ks("core", namespace="infra")
+    base = ks("base", namespace="infra", deps=[{"name": "core"}])
+    dependents = [ks(f"app{i}", deps=[{"name": "base", "namespace": "infra"}]) for i in range(5)]
+    looked_up: list[str] = []
+    w = waker(core, base, *dependents, looked_up=looked_up)
+    assert w.dependents(base) == [ObjectKey("apps", f"app{i}") for i in range(5)]
+    assert sorted(looked_up) == ["infra/base", "infra/core"]  # not once per dependent
+    looked_up.clear()
+    assert w.dependents(ks("lonely")) == [] and looked_up == []  # no dependents: no walk
+
+
+def test_a_cycle_across_namespaces_is_not_woken() -> None:
+    base = ks("base", namespace="infra", deps=[{"name": "app", "namespace": "apps"}])
+    app = ks("app", deps=[{"name": "base", "namespace": "infra"}])
+    web = ks("web", deps=[{"name": "base", "namespace": "infra"}])
+    with structlog.testing.capture_logs() as logs:
+        assert waker(base, app, web).dependents(base) == [ObjectKey("apps", "web")]
+    assert [(e["dependency"], e["dependent"]) for e in logs] == [("infra/base", "apps/app")]

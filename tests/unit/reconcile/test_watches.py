@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from kustomize_controller.reconcile.ordering import CircularDependencyError
+from kustomize_controller.reconcile.ordering import CircularDependencyError, ObjectKey
 from kustomize_controller.reconcile.watches import (
     config_map_index_keys,
     config_update_passes,
@@ -99,3 +99,11 @@ def test_drift_detection_annotation_change_enqueues() -> None:
     assert kustomization_update_passes(ks("a"), warn)
     assert kustomization_update_passes(warn, ks("a", annotations={key: "enabled"}))
     assert not kustomization_update_passes(warn, ks("a", annotations={key: "warn", "other": "x"}))
+
+
+def test_dependencies_in_other_namespaces_come_first_and_nameless_entries_are_passed_over() -> None:
+    app = ks("app", spec={"dependsOn": [{"name": "base", "namespace": "infra"}, {"namespace": "infra"}]})
+    base = {**ks("base"), "metadata": {"name": "base", "namespace": "infra"},
+            "spec": {"sourceRef": {"kind": "GitRepository", "name": "repo"}, "dependsOn": [{"name": "core"}]}}
+    assert requests_for_config([app, base]) == [
+        ObjectKey("infra", "core"), ObjectKey("infra", "base"), ObjectKey("apps", "app")]

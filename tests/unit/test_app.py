@@ -1,0 +1,76 @@
+"""The application's wiring of dependents (gate ``EnableDependencyQueueing``) through the controller's own
+watch: only an update that makes a dependency ready enqueues its dependents; adds and deletes do not."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kustomize_controller.api.kustomization import API_VERSION, KIND
+from kustomize_controller.app import _wire_dependents
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
+from kustomize_controller.runtime.clock import FakeClock
+from kustomize_controller.runtime.controller import Controller, Request
+from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.metrics import RuntimeMetrics
+
+
+class _Idle:
+    async def reconcile(self, request: Request) -> Any:
+        raise AssertionError("not run")
+
+
+def ks(name: str, namespace: str, *, deps: list[dict[str, str]] = (), ready: bool = False,  # type: ignore[assignment]
+       rv: int = 1) -> dict[str, Any]:
+    status = {"observedGeneration": 1, "lastAppliedRevision": "r1",
+              "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}]}
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": name, "namespace": namespace, "generation": 1, "resourceVersion": str(rv)},
+            "spec": {"dependsOn": list(deps)}, "status": status}
+
+
+def wired() -> tuple[Informer, Controller]:
+    clock = FakeClock()
+
+    def refuse(request: HttpRequest) -> MockResponse:
+        raise AssertionError(f"no request expected: {request.method} {request.url}")
+
+    client = KubeClient.for_server("http://fake", transport=MockTransport(refuse))
+    informer = Informer(client=client, api_version=API_VERSION, kind=KIND, clock=clock, rng=random.Random(0))
+    controller = Controller(name="kustomization", reconciler=_Idle(), clock=clock,
+                            metrics=RuntimeMetrics(clock=clock, registry=CollectorRegistry()))
+    _wire_dependents(controller, informer)
+    return informer, controller
+
+
+async def queued(controller: Controller) -> list[Request]:
+    out = []
+    while len(controller.queue):
+        request = await controller.queue.get()
+        controller.queue.done(request)
+        out.append(request)
+    return out
+
+
+async def test_only_becoming_ready_wakes_dependents_across_namespaces_and_never_round_a_cycle() -> None:
+    informer, controller = wired()
+    base = ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}])  # a cycle: app -> base -> app
+    app = ks("app", "apps", deps=[{"name": "base", "namespace": "infra"}])
+    web = ks("web", "apps", deps=[{"name": "base", "namespace": "infra"}])
+    db = ks("db", "infra", deps=[{"name": "base"}])  # the dependent's namespace: infra/base
+    for obj in (base, app, web, db):
+        informer._handle("ADDED", obj)
+    assert await queued(controller) == []  # adds wake nothing
+
+    informer._handle("MODIFIED", ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}], ready=True, rv=2))
+    woken = await queued(controller)
+    assert sorted(woken) == [Request("apps", "web"), Request("infra", "db")]  # not apps/app: a cycle
+
+    informer._handle("MODIFIED", ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}], ready=True, rv=3))
+    assert await queued(controller) == []  # ready already, same revision
+
+    informer._handle("DELETED", ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}], ready=True, rv=4))
+    assert await queued(controller) == []  # a deletion does not make anything ready
