@@ -428,7 +428,7 @@ class BuildPipeline:
             if key is None:
                 self._builds.record("bypass")
             else:
-                cached = self._builds.get(key)
+                cached = await self._builds.load(key)
                 if cached is not None:
                     self._builds.record("hit")
                     objects, rendered_digest = cached
@@ -449,7 +449,7 @@ class BuildPipeline:
             checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables
         )
         if key is not None and self._builds is not None:
-            self._builds.put(key, result.objects, result.digest)
+            await self._builds.store(key, result.objects, result.digest)
         return result
 
     async def _cache_key(

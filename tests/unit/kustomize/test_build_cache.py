@@ -64,6 +64,38 @@ def test_zero_bound_disables() -> None:
     assert not cache.enabled and cache.get("a") is None
 
 
+async def test_large_entries_are_serialised_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kustomize_controller.kustomize import build_cache as module
+
+    threads: list[tuple[str, bool]] = []
+
+    def recording(name: str, fn: Any) -> Any:
+        def wrapper(arg: Any) -> Any:
+            threads.append((name, threading.current_thread() is threading.main_thread()))
+            return fn(arg)
+        return wrapper
+
+    monkeypatch.setattr(module, "_dumps", recording("dumps", module._dumps))
+    monkeypatch.setattr(module, "_loads", recording("loads", module._loads))
+    cache = BuildCache()
+    large = [{"kind": "ConfigMap", "metadata": {"name": f"cm{i}"}, "data": {"k": f"{i:0100d}"}} for i in range(1000)]
+    small = objects(4)
+    assert len(module._dumps(large)) > module.OFF_LOOP_BYTES > len(module._dumps(small))
+    threads.clear()
+    await cache.store("large", large, "l")
+    await cache.store("small", small, "s")
+    assert threads == [("dumps", False), ("dumps", True)]
+    threads.clear()
+    got_large, got_small = await cache.load("large"), await cache.load("small")
+    assert threads == [("loads", False), ("loads", True)]
+    assert got_large == (large, "l") and got_small == (small, "s")
+    assert got_large[0] is not large and got_large[0][0] is not large[0]  # fresh objects, as get() gives
+    assert cache.get("large") == (large, "l") and await cache.load("absent") is None
+    assert cache.bytes == sum(len(b) + 256 for b, _ in cache._entries.values())
+
+
 def test_every_key_input_matters() -> None:
     base: dict[str, Any] = {
         "content": "c", "options": BuildOptions(path="p"), "builder": "b", "variables": {"A": "1"},
