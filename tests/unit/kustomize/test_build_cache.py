@@ -323,3 +323,34 @@ async def test_an_overlay_or_a_decryption_change_misses(tmp_path: Path) -> None:
     assert not await run(OVERLAID, two)
     assert builder.runs == 4
     assert "namePrefix: q-" in builder.kustomizations[1]
+
+
+async def test_a_build_cancelled_while_its_view_is_made_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from kustomize_controller.kustomize import pipeline as pipeline_mod
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_materialise(*args: Any) -> None:
+        entered.set()
+        release.wait(10)
+        materialise(*args)
+
+    monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
+    src = app_source(tmp_path / "src")
+    blob = pack_dir(src)
+    workspace = Workspace(tmp_path / "ws")
+    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
+    pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=workspace, artifacts=artifacts)
+    async with pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(), path="app") as co:
+        task = asyncio.ensure_future(pipeline.build(co, BuildOptions(path="app")))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()  # the view's thread finishes after its build was cancelled
+    assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
+    await artifacts.close()
