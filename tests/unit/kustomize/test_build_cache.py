@@ -334,10 +334,10 @@ async def test_a_build_cancelled_while_its_view_is_made_leaves_no_directory(
 
     entered, release = threading.Event(), threading.Event()
 
-    def slow_materialise(*args: Any) -> None:
+    def slow_materialise(*args: Any, **kwargs: Any) -> None:
         entered.set()
         release.wait(10)
-        materialise(*args)
+        materialise(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
     src = app_source(tmp_path / "src")
