@@ -128,30 +128,21 @@ class VerifiedApplies:
     def __init__(self, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self._max = max(1, max_entries)
         self._entries: OrderedDict[ObjRef, tuple[bytes, bytes | None]] = OrderedDict()
-        self.hits = 0
-        self.status_only_hits = 0  # hits where only the second proof matched (a status write since)
-        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def is_verified(self, ref: ObjRef, print_: str, live: Object | None) -> bool:
         if live is None:
-            self.misses += 1
             return False
         entry = self._entries.get(ref)
         rv, object_uid = resource_version(live), uid(live)
         if entry is None or not rv or not object_uid:
-            self.misses += 1
             return False
         exact, main = entry
-        if exact != _proof(object_uid, rv, print_):
-            if main is None or main != _main_resource_proof(live, print_):
-                self.misses += 1
-                return False
-            self.status_only_hits += 1
+        if exact != _proof(object_uid, rv, print_) and (main is None or main != _main_resource_proof(live, print_)):
+            return False
         self._entries.move_to_end(ref)
-        self.hits += 1
         return True
 
     def remember(self, ref: ObjRef, print_: str, live: Object | None) -> None:
@@ -170,7 +161,3 @@ class VerifiedApplies:
 
     def clear(self) -> None:
         self._entries.clear()
-
-    def stats(self) -> dict[str, Any]:
-        return {"entries": len(self._entries), "hits": self.hits, "status_only_hits": self.status_only_hits,
-                "misses": self.misses}

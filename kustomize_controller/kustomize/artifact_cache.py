@@ -65,6 +65,20 @@ def _tree_size(root: Path) -> int:
     return total
 
 
+def _unpack(archive: Path, target: Path, *, max_bytes: int, max_entries: int) -> int:
+    """Extract ``archive`` into the new directory ``target`` and return its size; the archive is
+    removed whatever happens, and so is ``target`` when extraction fails."""
+    try:
+        target.mkdir()
+        extract_tarball(archive, target, max_bytes=max_bytes, max_entries=max_entries)
+        return _tree_size(target)
+    except BaseException:
+        shutil.rmtree(target, True)
+        raise
+    finally:
+        archive.unlink(missing_ok=True)
+
+
 def _copy_error(err: BaseException) -> BaseException:
     """A fresh exception for each waiter (same type, message and attributes), so tracebacks of
     several waiters do not pile up on one object."""
@@ -179,21 +193,14 @@ class ArtifactCache:
         target = base / entry.name
         archive = base / f"{entry.name}.tar.gz"
         try:
-            await asyncio.to_thread(target.mkdir)
             await self._fetcher.fetch(url, digest, archive)
-            await asyncio.to_thread(
-                extract_tarball,
-                archive,
-                target,
-                max_bytes=self._max_extract_bytes,
-                max_entries=self._max_extract_entries,
-            )
-            size = await asyncio.to_thread(_tree_size, target)
         except BaseException:
-            await asyncio.to_thread(shutil.rmtree, target, True)
-            raise
-        finally:
             await asyncio.to_thread(archive.unlink, True)
+            raise
+        # one worker-thread hop for the whole unpacking (each hop costs ~50-200 µs of CPU in wake-ups)
+        size = await asyncio.to_thread(
+            _unpack, archive, target, max_bytes=self._max_extract_bytes, max_entries=self._max_extract_entries
+        )
         entry.root, entry.size = target, size
         self._bytes += size
         self._publish()

@@ -343,14 +343,10 @@ class KustomizeBuilder:
         timeout: float = DEFAULT_BUILD_TIMEOUT,
         max_output: int = DEFAULT_MAX_OUTPUT,
         go_max_procs: int | None = 1,
-        small_builds_without_gc: bool = True,
     ) -> None:
-        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
-        ``small_builds_without_gc``: builds of a small input run with ``GOGC=off`` and a memory limit
-        (module docstring); False keeps Go's default collector for every build."""
+        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs)."""
         self.command = command
         self._go_max_procs = go_max_procs
-        self._small_builds_without_gc = small_builds_without_gc
         self._clock = clock
         self._slots = asyncio.Semaphore(max_parallel or 2 * (os.cpu_count() or 1))
         self._timeout = timeout
@@ -373,7 +369,7 @@ class KustomizeBuilder:
         env = _base_env(workdir)
         if self._go_max_procs is not None:
             env["GOMAXPROCS"] = str(self._go_max_procs)
-        if self._small_builds_without_gc and small_input(root):
+        if small_input(root):
             env.update(_SMALL_BUILD_GO_ENV)
         if not allow_remote:
             env["PATH"] = ""

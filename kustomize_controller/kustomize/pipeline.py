@@ -17,7 +17,8 @@ Caches (both optional; without them every checkout downloads and every build run
 - With an :class:`~.artifact_cache.ArtifactCache`, a checkout holds the shared extracted tree of
   its artifact (one download per ``url`` + ``digest``) and an empty private view; :meth:`build`
   copies into the view exactly what the build can read (:mod:`.reach`) and works there, so the
-  shared tree is never written.
+  shared tree is never written. (:meth:`local_checkout` always copies: a local directory may hold
+  symlinks, which an extracted artifact never does and a view would not keep.)
 - With a :class:`~.build_cache.BuildCache`, :meth:`build` first computes the key of its inputs
   (content reachable from the path, options, resolved postBuild variables, decryption key identity,
   builder identity) and returns the stored objects when it is known (``BuildResult.reused``);
@@ -32,7 +33,11 @@ a top-level ``sops`` key (and no ``kustomize.toolkit.fluxcd.io/decrypt: disabled
 raises :class:`EncryptedSecretError` (ReconciliationFailed) after the digest is known; the error
 carries the :class:`BuildResult` so history can still be written.
 
-Blocking work (generation, confinement, extraction, parsing, decryption) runs in threads; the
+Generation and the confinement walk run once per build: a build that computed its reach (shared
+tree, or build cache on) did both there and only writes the generated text (:mod:`.reach`).
+
+Blocking work (generation, confinement, extraction, parsing, decryption) runs in threads, grouped
+so that one step is one worker-thread hop (a hop costs ~50-200 µs of CPU in wake-ups); the
 pipeline keeps no state between calls but its caches, and is shared by all reconciles.
 """
 
@@ -70,7 +75,7 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.generate import Overlay, generate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
-from kustomize_controller.kustomize.reach import Reach, materialise, reach
+from kustomize_controller.kustomize.reach import Reach, materialise, reach, write_generated
 from kustomize_controller.kustomize.substitute import (
     PostBuild,
     Substituter,
@@ -221,6 +226,30 @@ def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:
     return reach(real_source, real_dir, options.overlay, allow_remote=options.allow_remote_bases)
 
 
+def _prepare(root: Path, directory: Path, options: BuildOptions) -> tuple[Path, Path]:
+    """A private copy built without a reach: generate the kustomization and walk it."""
+    real_root, real_dir = (Path(p) for p in _realpaths(root, directory))
+    generate(real_root, real_dir, options.overlay)
+    check_confinement(real_root, real_dir, allow_remote=options.allow_remote_bases)
+    return real_root, real_dir
+
+
+def _prepare_reached(root: Path, directory: Path, found: Reach) -> tuple[Path, Path]:
+    """A private copy whose reach was computed on it, untouched since: generation and the walk are
+    done, only the generated text is written."""
+    real_root, real_dir = (Path(p) for p in _realpaths(root, directory))
+    write_generated(found, real_root)
+    return real_root, real_dir
+
+
+async def _remove_view(hop: asyncio.Future[tuple[Path, Path, Path]]) -> None:
+    try:
+        tmp = (await hop)[0]
+    except BaseException:  # the hop failed (and removed what it made)
+        return
+    await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
 class BuildPipeline:
     """Composes fetch → extract → generate → confine → build → parse → decrypt → substitute."""
 
@@ -294,9 +323,7 @@ class BuildPipeline:
             yield self._select(root, workdir, path)
 
     @contextlib.asynccontextmanager
-    async def _shared_checkout(
-        self, shared: Path, path: str, *, artifact: tuple[str, str] | None = None
-    ) -> AsyncIterator[Checkout]:
+    async def _shared_checkout(self, shared: Path, path: str, *, artifact: tuple[str, str]) -> AsyncIterator[Checkout]:
         directory = self._select_shared(shared, path, artifact)
         async with contextlib.AsyncExitStack() as views:
             yield Checkout(
@@ -309,23 +336,21 @@ class BuildPipeline:
                 artifact=artifact,
             )
 
-    def _select_shared(self, shared: Path, path: str, artifact: tuple[str, str] | None) -> Path:
+    def _select_shared(self, shared: Path, path: str, artifact: tuple[str, str]) -> Path:
         """``spec.path`` in a shared tree, remembered per artifact as :meth:`_reach` is (``url`` +
         ``digest`` fix every byte of the tree, which is never written): a reconcile of a known
         artifact then makes no file-system call on the event loop to find its directory. Only a path
         found is remembered (a missing one is looked up, and reported, every time), relative to the
         tree, so a tree extracted again elsewhere is joined afresh."""
-        key = None if artifact is None else (*artifact, path)
-        if key is not None:
-            relative = self._select_memo.get(key)
-            if relative is not None:
-                self._select_memo.move_to_end(key)
-                return shared / relative
+        key = (*artifact, path)
+        relative = self._select_memo.get(key)
+        if relative is not None:
+            self._select_memo.move_to_end(key)
+            return shared / relative
         directory = self._select(shared, shared, path).directory
-        if key is not None:
-            self._select_memo[key] = directory.relative_to(shared)
-            while len(self._select_memo) > _REACH_MEMO_SIZE:
-                self._select_memo.popitem(last=False)
+        self._select_memo[key] = directory.relative_to(shared)
+        while len(self._select_memo) > _REACH_MEMO_SIZE:
+            self._select_memo.popitem(last=False)
         return directory
 
     async def _reach(self, checkout: Checkout, source: Path, source_dir: Path, options: BuildOptions) -> Reach:
@@ -347,25 +372,34 @@ class BuildPipeline:
                 self._reach_memo.popitem(last=False)
         return found
 
-    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> None:
-        """Give the build its private temp dir holding copies of what it can read."""
+    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> tuple[Path, Path]:
+        """Give the build its private temp dir holding copies of what it can read and its generated
+        kustomization, in one worker-thread hop; the dir is removed when the checkout exits (once the
+        hop ended, even when the build was cancelled meanwhile). Returns the build's real root and
+        directory."""
         assert checkout.views is not None and checkout.shared_directory is not None and checkout.shared is not None
-        tmp = await checkout.views.enter_async_context(self._workspace.tempdir())
-        root, workdir = await asyncio.to_thread(self._layout, tmp)
-        await asyncio.to_thread(materialise, found, source, root)
-        checkout.root, checkout.workdir = root, workdir
-        checkout.directory = root / checkout.shared_directory.relative_to(checkout.shared)
+        relative = checkout.shared_directory.relative_to(checkout.shared)
+        hop = asyncio.ensure_future(asyncio.to_thread(self._make_view, found, source, relative))
+        checkout.views.push_async_callback(_remove_view, hop)
+        tmp, root, directory = await asyncio.shield(hop)
+        checkout.root, checkout.workdir = tmp / "artifact", tmp / "work"
+        checkout.directory = checkout.root / relative
+        return root, directory
+
+    def _make_view(self, found: Reach, source: Path, relative: Path) -> tuple[Path, Path, Path]:
+        tmp = self._workspace.create()
+        try:
+            root, _ = self._layout(tmp)
+            materialise(found, source, root, generated=True)
+            real_root, real_dir = (Path(p) for p in _realpaths(root, root / relative))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return tmp, real_root, real_dir
 
     @contextlib.asynccontextmanager
     async def local_checkout(self, source: Path, *, path: str) -> AsyncIterator[Checkout]:
-        """A working copy of a local directory (the CLI's artifact root); symlinks stay links.
-
-        With an artifact cache the directory is used like a cached artifact tree instead: never
-        written, the build reads a view of what it can reach."""
-        if self._artifacts is not None:
-            async with self._shared_checkout(source, path) as checkout:
-                yield checkout
-            return
+        """A working copy of a local directory (the CLI's artifact root); symlinks stay links."""
         async with self._workspace.tempdir() as tmp:
             root = tmp / "artifact"
             workdir = tmp / "work"
@@ -393,7 +427,7 @@ class BuildPipeline:
             if key is None:
                 self._builds.record("bypass")
             else:
-                cached = self._builds.get(key)
+                cached = await self._builds.load(key)
                 if cached is not None:
                     self._builds.record("hit")
                     objects, rendered_digest = cached
@@ -401,14 +435,20 @@ class BuildPipeline:
                         objects=objects, digest=rendered_digest, documents=[], metadata_applied=True, reused=True
                     )
                 self._builds.record("miss")
+        # The kustomization is generated and the confinement walk runs once: a build that computed its
+        # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
         if checkout.shared is not None:
             assert found is not None
-            await self._open_view(checkout, source, found)
+            root, directory = await self._open_view(checkout, source, found)
+        elif found is not None:
+            root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
+        else:
+            root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
         result = await self._run_build(
-            checkout, options, decryptor=decryptor, var_source=var_source, variables=variables
+            checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables
         )
         if key is not None and self._builds is not None:
-            self._builds.put(key, result.objects, result.digest)
+            await self._builds.store(key, result.objects, result.digest)
         return result
 
     async def _cache_key(
@@ -438,15 +478,15 @@ class BuildPipeline:
     async def _run_build(
         self,
         checkout: Checkout,
+        root: Path,
+        directory: Path,
         options: BuildOptions,
         *,
         decryptor: Decryptor | None,
         var_source: VarSource | None,
         variables: dict[str, str] | None,
     ) -> BuildResult:
-        root, directory = (Path(p) for p in await asyncio.to_thread(_realpaths, checkout.root, checkout.directory))
-        await asyncio.to_thread(generate, root, directory, options.overlay)
-        await asyncio.to_thread(check_confinement, root, directory, allow_remote=options.allow_remote_bases)
+        """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked)."""
         if decryptor is not None:
             try:
                 await asyncio.to_thread(decryptor.decrypt_sources, root, directory)

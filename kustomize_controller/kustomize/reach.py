@@ -16,6 +16,10 @@ Contract (:func:`reach`, synchronous — run it in a thread):
 - :func:`materialise` copies (never links: generation rewrites the kustomization file and SOPS
   decrypts files in place) exactly that set into a build's empty view, under the same relative
   paths, so the build behaves as it would on a full private extraction.
+- The generated kustomization (:attr:`Reach.generated`, for :attr:`Reach.kustomization_file`) is
+  what :func:`.generate.generate` would write in the build directory, and the confinement walk above
+  is the one a build runs: a build of exactly the tree that was reached (same bytes, same overlay)
+  writes that text with :func:`write_generated` instead of generating and walking again.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Reach:
     trees: list[str] = field(default_factory=list)  # referenced non-kustomization dirs, copied whole
     remote: list[str] = field(default_factory=list)
     content_key: str = ""
+    kustomization_file: str = ""  # relative path of the build's kustomization file (maybe not there yet)
+    generated: str = ""  # the text generation writes to it (spec overlays applied)
 
 
 def _file_digest(path: str) -> str:
@@ -71,7 +77,11 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
     report = check_confinement(root, directory, allow_remote=allow_remote, top=(kfile, kus))
     h = hashlib.sha256()
     h.update(b"generated\0" + generated.encode() + b"\0")
-    out = Reach(remote=list(report.remote_references))
+    out = Reach(
+        remote=list(report.remote_references),
+        kustomization_file=os.path.relpath(os.path.join(os.path.realpath(kfile.parent), kfile.name), real_root),
+        generated=generated,
+    )
     files: set[str] = set()
     visited = {str(d) for d in report.directories}
 
@@ -111,14 +121,41 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
     return out
 
 
-def materialise(found: Reach, source: Path, view: Path) -> None:
-    """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``."""
+def materialise(found: Reach, source: Path, view: Path, *, generated: bool = False) -> None:
+    """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``;
+    ``generated``: also write the generated kustomization (:func:`write_generated`), instead of
+    copying the file it replaces.
+
+    Contents only (file modes are not kept: kustomize only reads, and runs no plugins); each
+    directory is made once (creating a file or directory costs ~0.2 ms of CPU on a VM's disk)."""
     view.mkdir(parents=True, exist_ok=True)
+    made = {os.path.normpath(view)}
+
+    def ensure(directory: str) -> None:
+        if directory not in made:
+            os.makedirs(directory, exist_ok=True)
+            made.add(directory)
+
     for rel in found.dirs:
-        (view / rel).mkdir(parents=True, exist_ok=True)
+        ensure(os.path.normpath(view / rel))
     for rel in found.trees:
         shutil.copytree(source / rel, view / rel, dirs_exist_ok=True)
     for rel in found.files:
-        target = view / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source / rel, target)
+        if generated and rel == found.kustomization_file:
+            continue
+        target = os.path.normpath(view / rel)
+        ensure(os.path.dirname(target))
+        shutil.copyfile(source / rel, target)
+    if generated:
+        ensure(os.path.dirname(os.path.normpath(view / found.kustomization_file)))
+        write_generated(found, view)
+
+
+def write_generated(found: Reach, root: Path) -> Path:
+    """Write the generated kustomization into the tree ``found`` was computed on (or a materialised
+    view of it), as :func:`.generate.generate` does: a symlink in its place is replaced, not followed."""
+    kfile = root / found.kustomization_file
+    if kfile.is_symlink():
+        kfile.unlink()
+    kfile.write_text(found.generated, encoding="utf-8")
+    return kfile

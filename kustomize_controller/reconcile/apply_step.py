@@ -126,7 +126,8 @@ class ApplyStep:
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
         ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
         await ctx.progress()
-        old_inventory = ks.status.inventory.model_copy(deep=True) if ks.status.inventory else None
+        # the inventory is only ever replaced whole (never changed in place): the reference is the old one
+        old_inventory = ks.status.inventory
 
         options = BuildOptions.from_kustomization(
             ks, no_remote_bases=self._options.no_remote_bases, strict_substitution=self._options.strict_substitutions

@@ -5,6 +5,8 @@ Contract:
   ``lastReconciled`` time and duration, replaces its metadata and moves it to the front.
 - A new pair is inserted at the front; the list is truncated to 5 entries.
 - Only reconciles whose build succeeded have a digest, so only those are recorded.
+- Entries are never changed in place (an upsert replaces one by an updated copy): a shallow copy
+  of the list is a snapshot of the history, which the reconciler keeps to undo an attempt's entry.
 """
 
 from __future__ import annotations

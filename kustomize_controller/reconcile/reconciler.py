@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -299,8 +298,9 @@ class KustomizationReconciler:
             _log.info("All dependencies are ready, proceeding with reconciliation")
 
         try:
-            # an attempt retried quickly (unreachable API server) leaves no history entry of its own
-            ctx.extra[_HISTORY_BEFORE] = copy.deepcopy(ks.status.history)
+            # an attempt retried quickly (unreachable API server) leaves no history entry of its own; a
+            # copy of the list is a snapshot, upsert never changes an entry in place (history.py)
+            ctx.extra[_HISTORY_BEFORE] = list(ks.status.history)
             await self._apply.run(ctx, artifact=artifact, readers=readers)
         except HealthCheckCanceledError as canceled:
             if await self._reader.get_kustomization(ks.metadata.namespace or "", ks.metadata.name or "") is None:

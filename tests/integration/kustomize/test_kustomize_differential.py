@@ -20,7 +20,7 @@ import yaml
 from kustomize_controller.kustomize.build import BuilderCommand
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 
-from .conftest import DATA
+from .conftest import DATA, Open
 
 pytestmark = pytest.mark.builder
 
@@ -40,7 +40,7 @@ def reference_build(command: BuilderCommand, directory: Path) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_pipeline_matches_kustomize(
-    case: Path, builder_command: BuilderCommand, pipeline: BuildPipeline, tmp_path: Path
+    case: Path, builder_command: BuilderCommand, pipeline: BuildPipeline, open_source: Open, tmp_path: Path
 ) -> None:
     entry = (case / "ENTRY").read_text().strip()
     pristine = tmp_path / "pristine"
@@ -53,7 +53,7 @@ async def test_pipeline_matches_kustomize(
     expected = reference_build(builder_command, pristine / entry)
     expected_objects = [d for d in yaml.safe_load_all(expected) if d is not None]
 
-    async with pipeline.local_checkout(case, path=entry) as checkout:
+    async with open_source(case, path=entry) as checkout:
         result = await pipeline.build(checkout, BuildOptions(path=entry, allow_remote_bases=False))
 
     assert result.objects == expected_objects

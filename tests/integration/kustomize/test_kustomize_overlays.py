@@ -10,7 +10,7 @@ import pytest
 from kustomize_controller.kustomize.errors import GenerateError, KustomizeBuildError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 
-from .conftest import DATA
+from .conftest import DATA, Open, Variant
 
 pytestmark = pytest.mark.builder
 
@@ -18,10 +18,10 @@ BASE_OVERLAY = DATA / "differential" / "01-base-overlay"
 COMPONENTS = DATA / "differential" / "02-components"
 
 
-async def build(pipeline: BuildPipeline, source: Path, spec: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
+async def build(variant: Variant, source: Path, spec: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
     options = BuildOptions.from_spec(spec, **kw)
-    async with pipeline.local_checkout(source, path=options.path) as checkout:
-        result = await pipeline.build(checkout, options)
+    async with variant.checkout(source, path=options.path) as checkout:
+        result = await variant.pipeline.build(checkout, options)
     return result.objects
 
 
@@ -29,9 +29,9 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == kind)
 
 
-async def test_target_namespace_prefix_suffix_images(pipeline: BuildPipeline) -> None:
+async def test_target_namespace_prefix_suffix_images(variant: Variant) -> None:
     objects = await build(
-        pipeline,
+        variant,
         BASE_OVERLAY,
         {
             "path": "./overlays/prod",
@@ -48,9 +48,9 @@ async def test_target_namespace_prefix_suffix_images(pipeline: BuildPipeline) ->
     assert deploy["spec"]["replicas"] == 3
 
 
-async def test_patches_with_targets_and_components(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_patches_with_targets_and_components(variant: Variant, tmp_path: Path) -> None:
     objects = await build(
-        pipeline,
+        variant,
         COMPONENTS,
         {
             "path": "base",
@@ -69,32 +69,32 @@ async def test_patches_with_targets_and_components(pipeline: BuildPipeline, tmp_
     assert by_kind(objects, "Deployment")["spec"]["replicas"] == 9
     assert by_kind(objects, "ServiceMonitor")["metadata"]["name"] == "web"
     with pytest.raises(KustomizeBuildError):
-        await build(pipeline, COMPONENTS, {"path": "base", "components": ["../components/absent"]})
+        await build(variant, COMPONENTS, {"path": "base", "components": ["../components/absent"]})
     with pytest.raises(GenerateError, match="must be local and relative"):
-        await build(pipeline, COMPONENTS, {"path": "base", "components": ["https://example.com/c"]})
+        await build(variant, COMPONENTS, {"path": "base", "components": ["https://example.com/c"]})
 
 
-async def test_generated_kustomization_for_plain_yaml(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_generated_kustomization_for_plain_yaml(variant: Variant, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "deploy" / "nested").mkdir(parents=True)
     (src / "deploy" / "a.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n")
     (src / "deploy" / "nested" / "b.yml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n")
     (src / "deploy" / "README.md").write_text("# not yaml")
-    objects = await build(pipeline, src, {"path": "deploy", "targetNamespace": "t"})
+    objects = await build(variant, src, {"path": "deploy", "targetNamespace": "t"})
     assert [(o["metadata"]["name"], o["metadata"]["namespace"]) for o in objects] == [("a", "t"), ("b", "t")]
     (src / "empty").mkdir()
-    assert await build(pipeline, src, {"path": "empty"}) == []
+    assert await build(variant, src, {"path": "empty"}) == []
 
 
-async def test_origin_annotations_when_no_resources(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_origin_annotations_when_no_resources(variant: Variant, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "kustomization.yaml").write_text("configMapGenerator:\n- name: g\n  literals: [a=b]\n")
-    [obj] = await build(pipeline, src, {})
+    [obj] = await build(variant, src, {})
     assert "config.kubernetes.io/origin" in obj["metadata"]["annotations"]
 
 
-async def test_post_build_substitution_end_to_end(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_post_build_substitution_end_to_end(variant: Variant, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "cm.yaml").write_text(
@@ -104,7 +104,7 @@ async def test_post_build_substitution_end_to_end(pipeline: BuildPipeline, tmp_p
         "  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  v: ${ENV}\n"
     )
     spec = {"postBuild": {"substitute": {"ENV": "prod", "REPLICAS": "3"}}}
-    objects = await build(pipeline, src, spec)
+    objects = await build(variant, src, spec)
     cm = objects[0]
     assert cm["metadata"] == {"name": "app-prod", "labels": {"env": "prod"}}
     assert cm["data"] == {"replicas": 3, "escaped": "${NOT_A_VAR}", "upper": "PROD"}
@@ -119,7 +119,8 @@ class MapSource:
         return self.objects.get((kind, name))
 
 
-async def test_substitute_from_order_optional_and_inline_override(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_substitute_from_order_optional_and_inline_override(pipeline: BuildPipeline, open_source: Open,
+                                                                 tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "cm.yaml").write_text(
@@ -140,6 +141,6 @@ async def test_substitute_from_order_optional_and_inline_override(pipeline: Buil
         {("ConfigMap", "first"): {"A": "one", "B": "one", "C": "one"}, ("Secret", "second"): {"B": "two\n"}}
     )
     options = BuildOptions.from_spec(spec)
-    async with pipeline.local_checkout(src, path="") as checkout:
+    async with open_source(src, path="") as checkout:
         result = await pipeline.build(checkout, options, var_source=source)
     assert result.objects[0]["data"] == {"a": "one", "b": "two", "c": "inline", "d": "fallback"}

@@ -11,6 +11,8 @@ from kustomize_controller.kustomize.errors import EncryptedSecretError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.kustomize.sops.decryptor import SopsDecryptor
 
+from .conftest import Open
+
 pytestmark = pytest.mark.builder
 
 SOPS_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "testdata" / "sops"
@@ -35,19 +37,21 @@ def decryptor() -> SopsDecryptor:
         ("patches", {"patches-secret": {"key": "dmFsdWU="}}),
     ],
 )
-async def test_sources_and_objects_are_decrypted(pipeline: BuildPipeline, path: str,
+async def test_sources_and_objects_are_decrypted(pipeline: BuildPipeline, open_source: Open, path: str,
                                                  expected: dict[str, dict[str, str]]) -> None:
-    async with pipeline.local_checkout(SOPS_DATA, path=path) as checkout:
+    async with open_source(SOPS_DATA, path=path) as checkout:
         result = await pipeline.build(checkout, BuildOptions(path=path), decryptor=decryptor())
     assert {o["metadata"]["name"]: o.get("data") for o in result.objects} == expected
 
 
-async def test_encrypted_secret_without_decryption_fails_the_guard(pipeline: BuildPipeline, tmp_path: Path) -> None:
+async def test_encrypted_secret_without_decryption_fails_the_guard(
+    pipeline: BuildPipeline, open_source: Open, tmp_path: Path
+) -> None:
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(SOPS_DATA / "algorithms" / "age.yaml", src / "age.yaml")
     with pytest.raises(EncryptedSecretError) as err:
-        async with pipeline.local_checkout(src, path=".") as checkout:
+        async with open_source(src, path=".") as checkout:
             await pipeline.build(checkout, BuildOptions())
     assert str(err.value) == (
         "Secret/age is SOPS encrypted, configuring decryption is required for this secret to be reconciled"

@@ -151,9 +151,6 @@ async def test_small_builds_run_without_go_gc(tmp_path: Path, monkeypatch: pytes
     out = (await builder_for(fake, RealClock()).build(
         small, root=small, workdir=tmp_path, allow_remote=False)).decode()
     assert "GOGC=off\n" in out and "GOMEMLIMIT=128MiB\n" in out
-    out = (await builder_for(fake, RealClock(), small_builds_without_gc=False).build(
-        small, root=small, workdir=tmp_path, allow_remote=False)).decode()
-    assert "GOGC" not in out and "GOMEMLIMIT" not in out
     large = tmp_path / "large"
     large.mkdir()
     (large / "app.yaml").write_bytes(b"#" * (SMALL_INPUT_BYTES + 1))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import pickle
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.build_cache import BuildCache, build_key
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
@@ -15,6 +19,7 @@ from kustomize_controller.kustomize.generate import Overlay
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.kustomize.reach import materialise, reach
 from kustomize_controller.kustomize.sops.decryptor import SopsDecryptor
+from kustomize_controller.testing.artifacts import pack_dir
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"
 
@@ -57,6 +62,38 @@ def test_zero_bound_disables() -> None:
     cache = BuildCache(max_bytes=0)
     cache.put("a", objects(1), "a")
     assert not cache.enabled and cache.get("a") is None
+
+
+async def test_large_entries_are_serialised_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kustomize_controller.kustomize import build_cache as module
+
+    threads: list[tuple[str, bool]] = []
+
+    def recording(name: str, fn: Any) -> Any:
+        def wrapper(arg: Any) -> Any:
+            threads.append((name, threading.current_thread() is threading.main_thread()))
+            return fn(arg)
+        return wrapper
+
+    monkeypatch.setattr(module, "_dumps", recording("dumps", module._dumps))
+    monkeypatch.setattr(module, "_loads", recording("loads", module._loads))
+    cache = BuildCache()
+    large = [{"kind": "ConfigMap", "metadata": {"name": f"cm{i}"}, "data": {"k": f"{i:0100d}"}} for i in range(1000)]
+    small = objects(4)
+    assert len(module._dumps(large)) > module.OFF_LOOP_BYTES > len(module._dumps(small))
+    threads.clear()
+    await cache.store("large", large, "l")
+    await cache.store("small", small, "s")
+    assert threads == [("dumps", False), ("dumps", True)]
+    threads.clear()
+    got_large, got_small = await cache.load("large"), await cache.load("small")
+    assert threads == [("loads", False), ("loads", True)]
+    assert got_large == (large, "l") and got_small == (small, "s")
+    assert got_large[0] is not large and got_large[0][0] is not large[0]  # fresh objects, as get() gives
+    assert cache.get("large") == (large, "l") and await cache.load("absent") is None
+    assert cache.bytes == sum(len(b) + 256 for b, _ in cache._entries.values())
 
 
 def test_every_key_input_matters() -> None:
@@ -156,3 +193,164 @@ async def test_local_builds_are_cached_by_content(tmp_path: Path) -> None:
     async with pipeline.local_checkout(src, path="app") as co:
         assert not (await pipeline.build(co, BuildOptions(path="app"))).reused
     assert builder.runs == 2
+
+
+class KustomizationRecorder(IdentifiedBuilder):
+    """Records the kustomization file each run of kustomize would read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kustomizations: list[str] = []
+
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+        self.kustomizations.append((directory / "kustomization.yaml").read_text())
+        return await super().build(directory, root=root, workdir=workdir, allow_remote=allow_remote)
+
+
+class LocalFetcher:
+    """Serves tarballs from memory (the artifact cache only calls ``fetch``)."""
+
+    def __init__(self, blobs: dict[str, bytes]) -> None:
+        self.blobs = blobs
+
+    async def fetch(self, url: str, digest: str, dest: Path) -> int:
+        await asyncio.to_thread(dest.write_bytes, self.blobs[url])
+        return len(self.blobs[url])
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often kustomization generation and the confinement walk run, wherever they are called from."""
+    from kustomize_controller.kustomize import confine as confine_mod
+    from kustomize_controller.kustomize import generate as generate_mod
+    from kustomize_controller.kustomize import pipeline as pipeline_mod
+    from kustomize_controller.kustomize import reach as reach_mod
+
+    calls = {"generate": 0, "walk": 0}
+
+    def counting(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    render = counting("generate", generate_mod.render_kustomization)
+    walk = counting("walk", confine_mod.check_confinement)
+    monkeypatch.setattr(generate_mod, "render_kustomization", render)  # used by generate()
+    monkeypatch.setattr(reach_mod, "render_kustomization", render)
+    monkeypatch.setattr(reach_mod, "check_confinement", walk)
+    monkeypatch.setattr(pipeline_mod, "check_confinement", walk)
+    return calls
+
+
+def app_source(root: Path) -> Path:
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "cm.yaml").write_text(CM)
+    (root / "app" / "other.yaml").write_text(CM.replace("name: cm", "name: other"))
+    return root
+
+
+OVERLAID = BuildOptions.from_spec({"path": "app", "namePrefix": "p-", "targetNamespace": "t"})
+
+
+async def test_a_miss_generates_and_walks_once_and_builds_what_an_uncached_build_builds(
+    tmp_path: Path, counted: dict[str, int]
+) -> None:
+    src = app_source(tmp_path / "src")
+    plain = KustomizationRecorder()
+    uncached = BuildPipeline(builder=plain, workspace=Workspace(tmp_path / "ws"))
+    async with uncached.local_checkout(src, path="app") as co:
+        expected = await uncached.build(co, OVERLAID)
+    assert counted == {"generate": 1, "walk": 1}
+
+    for variant in ("local", "shared"):
+        counted.update(generate=0, walk=0)
+        recorder = KustomizationRecorder()
+        workspace = Workspace(tmp_path / f"ws-{variant}")
+        if variant == "local":
+            pipeline = BuildPipeline(builder=recorder, workspace=workspace, builds=BuildCache())
+            checkout = pipeline.local_checkout(src, path="app")
+        else:
+            blob = pack_dir(src)
+            fetcher = LocalFetcher({"a": blob})
+            artifacts = ArtifactCache(workspace=workspace, fetcher=fetcher)  # type: ignore[arg-type]
+            pipeline = BuildPipeline(builder=recorder, workspace=workspace, artifacts=artifacts, builds=BuildCache())
+            checkout = pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(), path="app")
+        async with checkout as co:
+            result = await pipeline.build(co, OVERLAID)
+        assert counted == {"generate": 1, "walk": 1}, variant  # once, not once for the key and once for the build
+        assert not result.reused and recorder.kustomizations == plain.kustomizations, variant
+        assert "namePrefix: p-" in recorder.kustomizations[0] and "namespace: t" in recorder.kustomizations[0]
+        assert (result.objects, result.digest) == (expected.objects, expected.digest)
+        assert "kustomization.yaml" not in {p.name for p in (src / "app").iterdir()}  # the source is untouched
+        assert list(workspace.base.iterdir()) in ([], [artifacts.directory] if variant == "shared" else [])
+
+
+async def test_a_symlinked_kustomization_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """A local directory keeps its symlinks; the build writes the generated file in the link's place."""
+    src = tmp_path / "src"
+    (src / "app").mkdir(parents=True)
+    (src / "app" / "cm.yaml").write_text(CM)
+    (src / "real.yaml").write_text("resources: [cm.yaml]\n")
+    (src / "app" / "kustomization.yaml").symlink_to("../real.yaml")
+    outputs = []
+    for builds in (None, BuildCache()):
+        recorder = KustomizationRecorder()
+        pipeline = BuildPipeline(builder=recorder, workspace=Workspace(tmp_path / "ws"), builds=builds)
+        async with pipeline.local_checkout(src, path="app") as co:
+            await pipeline.build(co, BuildOptions(path="app"))
+            assert (co.root / "real.yaml").read_text() == "resources: [cm.yaml]\n"
+        outputs.append(recorder.kustomizations)
+    assert outputs[0] == outputs[1] and "sortOptions" in outputs[0][0]
+
+
+async def test_an_overlay_or_a_decryption_change_misses(tmp_path: Path) -> None:
+    src = app_source(tmp_path / "src")
+    builder = KustomizationRecorder()
+    pipeline = BuildPipeline(builder=builder, workspace=Workspace(tmp_path / "ws"), builds=BuildCache())
+
+    async def run(options: BuildOptions, decryptor: Any = None) -> bool:
+        async with pipeline.local_checkout(src, path="app") as co:
+            return (await pipeline.build(co, options, decryptor=decryptor)).reused
+
+    one = SopsDecryptor.from_secret_data({"a.txt": b"1"})
+    two = SopsDecryptor.from_secret_data({"a.txt": b"2"})
+    assert not await run(OVERLAID)
+    assert await run(OVERLAID)
+    assert not await run(BuildOptions.from_spec({"path": "app", "namePrefix": "q-", "targetNamespace": "t"}))
+    assert not await run(OVERLAID, one)
+    assert await run(OVERLAID, one)
+    assert not await run(OVERLAID, two)
+    assert builder.runs == 4
+    assert "namePrefix: q-" in builder.kustomizations[1]
+
+
+async def test_a_build_cancelled_while_its_view_is_made_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from kustomize_controller.kustomize import pipeline as pipeline_mod
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_materialise(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(10)
+        materialise(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
+    src = app_source(tmp_path / "src")
+    blob = pack_dir(src)
+    workspace = Workspace(tmp_path / "ws")
+    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
+    pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=workspace, artifacts=artifacts)
+    async with pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(), path="app") as co:
+        task = asyncio.ensure_future(pipeline.build(co, BuildOptions(path="app")))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()  # the view's thread finishes after its build was cancelled
+    assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
+    await artifacts.close()

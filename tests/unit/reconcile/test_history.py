@@ -43,3 +43,16 @@ def test_same_digest_with_other_status_is_a_new_entry() -> None:
     assert [(h.digest, h.last_reconciled_status) for h in history] == [
         ("sha256:a", "HealthCheckFailed"), ("sha256:a", "ReconciliationSucceeded"),
     ]
+
+
+def test_entries_are_never_changed_in_place_so_a_list_copy_is_a_snapshot() -> None:
+    history: list[Snapshot] = []
+    for i in range(5):
+        add(history, f"sha256:{i}", minutes=i)
+    snapshot = list(history)
+    dumped = [h.model_dump() for h in snapshot]
+    add(history, "sha256:2", minutes=10)  # bumps an existing entry
+    add(history, "sha256:new", minutes=11)  # inserts, drops the oldest
+    add(history, "sha256:new", status="HealthCheckFailed", minutes=12)
+    assert [h.model_dump() for h in snapshot] == dumped
+    assert history[2].digest == "sha256:2" and history[2].total_reconciliations == 2
