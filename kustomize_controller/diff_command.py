@@ -13,9 +13,7 @@ prints, per object in apply order then prune order:
   (server noise removed, Secret values masked);
 - ``Kind/namespace/name would be recreated (...)`` for an immutable-field change with ``force``;
 - ``Kind/namespace/name deleted`` for what prune would remove;
-- ``Kind/namespace/name unchanged (drifted, not corrected (drift-detection: warn))`` and the diff of
-  a drift the apply leaves as it is (not a change: exit 0 if nothing else would change);
-- other ``unchanged`` and ``skipped`` objects only with ``--verbose``.
+- ``unchanged`` and ``skipped`` objects only with ``--verbose``.
 
 Exit status as ``kubectl diff``: 0 nothing would change, 1 something would, 2 an error (usage, the
 pipeline, or any object's dry-run; what could be computed is still printed). Progress and errors go
@@ -78,7 +76,7 @@ def render_text(preview: Preview, *, verbose: bool) -> str:
     for change in preview.changes:
         if change.error:
             continue  # on stderr
-        if change.action in _QUIET and not verbose and not change.held:
+        if change.action in _QUIET and not verbose:
             continue
         if change.action == RECREATED:
             out.append(f"{change.ref} would be recreated ({change.note})\n")
@@ -106,7 +104,7 @@ def _change_json(change: PreviewChange) -> dict[str, Any]:
 
 
 def render_json(preview: Preview, *, verbose: bool) -> str:
-    objects = [c for c in preview.changes if verbose or c.error or c.held or c.action not in _QUIET]
+    objects = [c for c in preview.changes if verbose or c.error or c.action not in _QUIET]
     doc = {
         "kustomization": preview.subject,
         "revision": preview.revision,

@@ -125,7 +125,6 @@ class PreviewChange:
     diff: str = ""
     error: str = ""
     note: str = ""
-    held: bool = False  # drift the apply leaves as it is (``drift-detection: warn``): shown, not a change
 
     @property
     def changed(self) -> bool:
@@ -178,7 +177,6 @@ async def preview_apply(
                                      note="would be recreated: an immutable field changed and force is set"))
             continue
         diff = note = ""
-        held = plan.held is not None
         if plan.held is not None:
             note = "drifted, not corrected (drift-detection: warn)"
             if plan.live is not None and plan.dry_run is not None:
@@ -188,7 +186,7 @@ async def preview_apply(
             if not diff:
                 note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"
         out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
-                                 note=note, held=held))
+                                 note=note))
     return out
 
 
