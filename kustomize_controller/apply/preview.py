@@ -10,9 +10,8 @@ Contract:
   object. An object the set itself makes possible — in a Namespace, or of a kind defined by a CRD,
   that the same set creates — cannot be dry-run before they exist; it is reported ``created``,
   unvalidated, as the staged apply would create it after them. A dry-run failing on an immutable
-  field of an object with ``force`` is reported as a recreate. Drift the options' ``detect_only``
-  policy leaves alone (``drift-detection: warn``) is reported as the apply leaves it (``unchanged``,
-  or ``skipped`` when deleted), with a note and the diff it leaves.
+  field of an object with ``force`` is reported as a recreate. Callers pass no ``detect_only``
+  policy: a preview shows every drift as the change it is (``drift-detection: warn`` does not hide it).
 - ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
   only objects of the previous inventory, still carrying our owner labels and not excluded, are
   reported ``deleted``.
@@ -177,11 +176,7 @@ async def preview_apply(
                                      note="would be recreated: an immutable field changed and force is set"))
             continue
         diff = note = ""
-        if plan.held is not None:
-            note = "drifted, not corrected (drift-detection: warn)"
-            if plan.live is not None and plan.dry_run is not None:
-                diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
-        elif plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
+        if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
             diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
             if not diff:
                 note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"

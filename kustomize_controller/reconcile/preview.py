@@ -8,11 +8,12 @@ decrypt with its own decryption Secret (and the controller's ``--sops-age-secret
 substitute from its ``substituteFrom``; stamp the owner labels; impersonate its service account (or
 use its remote kubeconfig); then the apply engine's phase A, with the options the apply computes
 (``apply_options.py``: takeover of field managers incl. ``options.engine.override_managers``, ignore
-rules, MigrateAPIVersion, the previous inventory; in ``drift-detection: warn`` mode the drift policy
-of a controller without memory, which leaves drifted objects ``unchanged``), and prune's selection,
+rules, MigrateAPIVersion, the previous inventory), and prune's selection,
 all through a ``DryRunClient`` (``apply/preview.py``), so nothing is written to the cluster whatever
 the Kustomization says (``force``, ``prune``, MigrateAPIVersion). ``spec.suspend`` and ``dependsOn``
-are not consulted: the preview shows what a reconcile of the current spec would do.
+are not consulted: the preview shows what a reconcile of the current spec would do. The
+``drift-detection`` mode does not filter it (it is checked, as the reconcile checks it): every
+difference is shown, drift that ``warn`` mode would keep included (``docs/drift.md``).
 
 Errors before the dry-run (not found, source, artifact, build, decryption, tenancy) raise
 ``PreviewError`` with the controller's message; per-object dry-run failures are part of the result.
@@ -29,7 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kustomize_controller.api.drift import DriftMode, InvalidDriftModeError, drift_mode
+from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
 from kustomize_controller.api.kustomization import (
     API_VERSION,
     KIND,
@@ -53,7 +54,6 @@ from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline,
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.kustomize.substitute import KubeVarSource
 from kustomize_controller.reconcile.apply_options import ApplySettings, apply_options
-from kustomize_controller.reconcile.drift_mode import warn_policy
 from kustomize_controller.reconcile.source import SourceAccess, SourceError, get_source
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
@@ -125,7 +125,7 @@ async def preview_kustomization(
         ks, no_remote_bases=options.no_remote_bases, strict_substitution=options.strict_substitution
     )
     try:
-        mode = drift_mode(ks.metadata.annotations)
+        drift_mode(ks.metadata.annotations)
         apply_options(ks, options.engine)  # spec.ignore is checked before anything is fetched, as by the apply
     except (InvalidDriftModeError, IgnoreRuleError) as err:
         raise PreviewError(f"{subject}: {err}") from err
@@ -158,9 +158,7 @@ async def preview_kustomization(
         say(f"dry-running {len(objects)} object(s)")
         reader = DryRunClient(tenant)
         manager = ResourceManager(client=reader, clock=clock, concurrency=options.concurrency)
-        # warn mode: drifted objects are told from changed ones as a freshly started controller does
-        policy = warn_policy(ks.status.history, digest=result.digest) if mode is DriftMode.WARN else None
-        changes = await preview_apply(manager, objects, apply_options(ks, options.engine, detect_only=policy))
+        changes = await preview_apply(manager, objects, apply_options(ks, options.engine))
         errors = [c.error for c in changes if c.error]
         if ks.spec.prune:
             planned = ChangeSet([
