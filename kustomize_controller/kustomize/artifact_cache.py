@@ -43,6 +43,7 @@ from kustomize_controller.kustomize.extract import (
     extract_tarball,
 )
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
+from kustomize_controller.kustomize.settle import run_to_end
 
 DEFAULT_CACHE_MAX_BYTES = 256 << 20
 
@@ -77,6 +78,12 @@ def _unpack(archive: Path, target: Path, *, max_bytes: int, max_entries: int) ->
         raise
     finally:
         archive.unlink(missing_ok=True)
+
+
+async def _discard_unpacked(unpack: asyncio.Future[int], target: Path) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.shield(unpack)
+    await asyncio.to_thread(shutil.rmtree, target, True)
 
 
 def _copy_error(err: BaseException) -> BaseException:
@@ -198,9 +205,16 @@ class ArtifactCache:
             await asyncio.to_thread(archive.unlink, True)
             raise
         # one worker-thread hop for the whole unpacking (each hop costs ~50-200 µs of CPU in wake-ups)
-        size = await asyncio.to_thread(
+        unpack = asyncio.ensure_future(asyncio.to_thread(
             _unpack, archive, target, max_bytes=self._max_extract_bytes, max_entries=self._max_extract_entries
-        )
+        ))
+        try:
+            size = await asyncio.shield(unpack)
+        except asyncio.CancelledError:
+            # the thread unpacks on regardless: the next loader of this entry reuses its name, so wait
+            # for the thread and remove what it made before the cancellation goes on
+            await run_to_end(_discard_unpacked(unpack, target))
+            raise
         entry.root, entry.size = target, size
         self._bytes += size
         self._publish()

@@ -47,12 +47,13 @@ import os
 import re
 import shutil
 import signal
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.settle import run_to_end
 from kustomize_controller.runtime.clock import Clock
 
 MIN_KUSTOMIZE = (5, 0, 0)
@@ -152,7 +153,7 @@ async def _run(
         # The clean-up must reach its end even when the caller is cancelled once more meanwhile (a
         # shutdown cancelling a reconcile already being cancelled): interrupted, it would leave the child
         # unreaped and its pipes open.
-        await _run_to_end(_reap(proc, readers, (stdout_r, stderr_r), work, timer))
+        await run_to_end(_reap(proc, readers, (stdout_r, stderr_r), work, timer))
 
 
 async def _reap(
@@ -182,24 +183,6 @@ async def _reap(
         await work
     with contextlib.suppress(asyncio.CancelledError):
         await timer
-
-
-async def _run_to_end(cleanup: Coroutine[Any, Any, None]) -> None:
-    """Await ``cleanup`` to its end (it is bounded by its own timeouts), then re-raise a cancellation
-    that arrived meanwhile."""
-    task = asyncio.ensure_future(cleanup)
-    cancelled = False
-    while True:
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            continue
-        break
-    if cancelled:
-        raise asyncio.CancelledError
 
 
 SMALL_INPUT_FILES = 64

@@ -76,6 +76,7 @@ from kustomize_controller.kustomize.generate import Overlay, generate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
 from kustomize_controller.kustomize.reach import Reach, materialise, reach, write_generated
+from kustomize_controller.kustomize.settle import run_to_end
 from kustomize_controller.kustomize.substitute import (
     PostBuild,
     Substituter,
@@ -243,9 +244,15 @@ def _prepare_reached(root: Path, directory: Path, found: Reach) -> tuple[Path, P
 
 
 async def _remove_view(hop: asyncio.Future[tuple[Path, Path, Path]]) -> None:
+    """Remove the view once its hop ended — through a second cancellation too (the hop's thread goes on
+    regardless and would leave its directory behind), which is re-raised afterwards."""
+    await run_to_end(_remove_view_after(hop))
+
+
+async def _remove_view_after(hop: asyncio.Future[tuple[Path, Path, Path]]) -> None:
     try:
-        tmp = (await hop)[0]
-    except BaseException:  # the hop failed (and removed what it made)
+        tmp = (await asyncio.shield(hop))[0]
+    except Exception:  # the hop failed (and removed what it made)
         return
     await asyncio.to_thread(shutil.rmtree, tmp, True)
 

@@ -354,3 +354,91 @@ async def test_a_build_cancelled_while_its_view_is_made_leaves_no_directory(
         release.set()  # the view's thread finishes after its build was cancelled
     assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
     await artifacts.close()
+
+
+async def test_a_view_is_removed_although_its_checkout_is_cancelled_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shutdown cancelling a reconcile already being cancelled: the view's thread goes on regardless,
+    so its removal must wait for it through the second cancellation, and not swallow it."""
+    import threading
+
+    from kustomize_controller.kustomize import pipeline as pipeline_mod
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_materialise(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(10)
+        materialise(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
+    src = app_source(tmp_path / "src")
+    blob = pack_dir(src)
+    workspace = Workspace(tmp_path / "ws")
+    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
+    pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=workspace, artifacts=artifacts)
+
+    async def reconcile() -> None:
+        async with pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(),
+                                     path="app") as co:
+            await pipeline.build(co, BuildOptions(path="app"))
+
+    task = asyncio.ensure_future(reconcile())
+    await asyncio.to_thread(entered.wait, 10)
+    task.cancel()
+    for _ in range(20):  # the first cancellation reaches the checkout's exit, which waits for the view
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # still waiting for the view's thread
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
+    await artifacts.close()
+
+
+async def test_a_loader_cancelled_while_unpacking_hands_over_a_clean_slate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unpacking thread goes on after its loader was cancelled; the waiter that takes over reuses the
+    entry's directory name, so the cancelled loader removes what its thread made before it lets go."""
+    import threading
+
+    from kustomize_controller.kustomize import artifact_cache as cache_mod
+
+    entered, release = threading.Event(), threading.Event()
+    real_extract = cache_mod.extract_tarball
+    calls = 0
+
+    def first_blocks(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            entered.set()
+            release.wait(10)
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(cache_mod, "extract_tarball", first_blocks)
+    blob = pack_dir(app_source(tmp_path / "src"))
+    digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+    workspace = Workspace(tmp_path / "ws")
+    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
+
+    async def use() -> list[str]:
+        async with artifacts.acquire(url="a", digest=digest) as root:
+            return sorted(p.name for p in (root / "app").iterdir())
+
+    loader = asyncio.ensure_future(use())
+    await asyncio.to_thread(entered.wait, 10)
+    waiter = asyncio.ensure_future(use())
+    await asyncio.sleep(0.05)
+    loader.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await loader
+    assert await asyncio.wait_for(waiter, 30) == ["cm.yaml", "other.yaml"]
+    assert calls == 2
+    await artifacts.close()
