@@ -161,13 +161,15 @@ class KubeClient:
             user_agent=self.user_agent,
             _parent=self,
             _impersonate=(user, tuple(groups)),
+            _retry_budget=self._retry_budget,
         )
 
     def with_timeout(self, request_timeout: float) -> KubeClient:
         """A derived client whose ordinary requests time out after ``request_timeout`` seconds
-        (leader election uses max(renewDeadline/2, 1 s)), Retry-After waits included: a request whose
-        next wait would take it past ``request_timeout`` gets the server's answer instead (client-go's
-        request context deadline), so a lease renewal under a lasting 429 cannot outlive its deadline."""
+        (leader election uses max(renewDeadline/2, 1 s)); its Retry-After waits are bounded too: a
+        request whose next wait would take it past ``request_timeout`` gets the server's answer instead
+        (as client-go's request context deadline does), so a lasting 429 costs a lease renewal at most
+        about twice ``request_timeout`` (the waits, then the last attempt's own timeout)."""
         return KubeClient(
             config=self.config,
             request_timeout=request_timeout,
@@ -316,7 +318,9 @@ class KubeClient:
         decoded = _decode(data)
         if resp.status >= 300:
             kind, namespace, name = ident
-            raise api_error_from_status(resp.status, decoded, kind=kind, namespace=namespace, name=name)
+            err = api_error_from_status(resp.status, decoded, kind=kind, namespace=namespace, name=name)
+            err.waited_out = _retry_after(resp) is not None
+            raise err
         return decoded
 
     async def request_json(

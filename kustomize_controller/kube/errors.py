@@ -52,6 +52,8 @@ class ApiError(KubeError):
     Attributes: ``status`` (HTTP code), ``reason`` (Status reason, e.g. ``NotFound``), ``message``
     (server message), ``details`` (Status details mapping), and the object identity ``kind``,
     ``namespace``, ``name`` when known (from the request, completed from ``details``).
+    ``waited_out``: the client already honoured this answer's ``Retry-After`` as often as it retries
+    (a caller should not retry it again on top).
     """
 
     default_reason = ""
@@ -74,6 +76,7 @@ class ApiError(KubeError):
         self.kind = kind
         self.namespace = namespace
         self.name = name
+        self.waited_out = False
         super().__init__(self._render())
 
     @property

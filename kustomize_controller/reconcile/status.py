@@ -130,9 +130,10 @@ class StatusPatcher:
                     return False
                 raise
             except KubeError as err:
-                # a 429 has been through the client's own Retry-After retries already
+                # a 429 whose Retry-After the client waited out already is not retried on top; one
+                # without it (a proxy's, an aggregated API's) the client did not retry: we do
                 retryable = isinstance(err, ConflictError) or (
-                    is_transient(err) and not isinstance(err, TooManyRequestsError)
+                    is_transient(err) and not (isinstance(err, TooManyRequestsError) and err.waited_out)
                 )
                 if not retryable or attempt == self._attempts:
                     raise

@@ -18,9 +18,9 @@ every ``retry_period``; when no renewal succeeded within ``renew_deadline`` it r
 ``release()`` (on a normal stop, ``release_on_cancel``) writes holder ``""``, leaseDurationSeconds 1,
 renewTime=acquireTime=now, transitions unchanged, retrying conflicts until ``renew_deadline``.
 
-Every lease request has its own timeout, max(renew_deadline/2, 1 s), the server's ``Retry-After``
-waits included (``KubeClient.with_timeout``), so neither one hung call nor a lasting 429 can use up
-the renew deadline. ``leader_election_master_status{name}`` is 1 while leading, else 0.
+Every lease request has its own timeout, max(renew_deadline/2, 1 s), and its ``Retry-After`` waits
+end within that time too (``KubeClient.with_timeout``), so neither one hung call nor a lasting 429
+holds a renewal much past the renew deadline. ``leader_election_master_status{name}`` is 1 while leading, else 0.
 
 Not promised: coordinated leader election (``strategy``/``preferredHolder``); fencing — a deposed leader
 may still be finishing a reconcile when the next one starts (the process exits right away to keep the

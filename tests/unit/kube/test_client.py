@@ -357,3 +357,32 @@ async def test_retry_after_waits_end_at_the_derived_clients_timeout() -> None:
     with pytest.raises(TooManyRequestsError):
         await task
     assert len(sent_at) == 11
+
+
+@pytest.mark.parametrize(("headers", "waited_out"), [({"Retry-After": "1"}, True), ({}, False)],
+                         ids=["with-retry-after", "without"])
+async def test_a_429_says_whether_the_client_waited_it_out(headers: dict[str, str], waited_out: bool) -> None:
+    from kustomize_controller.kube.errors import TooManyRequestsError
+    from kustomize_controller.runtime.clock import FakeClock
+
+    clock = FakeClock()
+    sent = 0
+
+    def handler(req: HttpRequest) -> MockResponse:
+        nonlocal sent
+        if req.url.endswith("/api/v1"):
+            return MockResponse(
+                json_body={"resources": [{"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]}
+            )
+        sent += 1
+        body = {"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "slow down"}
+        return MockResponse(status=429, json_body=body, headers=headers)
+
+    client = KubeClient.for_server("http://fake", transport=MockTransport(handler), clock=clock)
+    task = asyncio.create_task(client.get("v1", "ConfigMap", "a", "ns"))
+    for _ in range(15):
+        await clock.advance(1)
+    with pytest.raises(TooManyRequestsError) as caught:
+        await task
+    assert caught.value.waited_out is waited_out
+    assert sent == (11 if waited_out else 1)

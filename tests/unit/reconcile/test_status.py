@@ -126,6 +126,7 @@ async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> 
     """The client sends a 429 again after each Retry-After (10 times); retrying on top would multiply them."""
     clock = FakeClock()
     shed = TooManyRequestsError("Too many requests, please try again later.", status=429)
+    shed.waited_out = True  # as the client marks a 429 that carried Retry-After
     client = FakeClient([shed] * 5)
     patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
     ks = parse_kustomization(doc())
@@ -140,11 +141,12 @@ async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> 
 
 
 @pytest.mark.parametrize("err", [
+    TooManyRequestsError("Too many requests", status=429),  # no Retry-After: the client did not retry it
     ConflictError("the object has been modified", status=409),
     ServerTimeoutError("the server was unable to return a response in the time allotted", status=504),
     InternalServerError("etcd leader changed", status=500),
     TransportError("connection refused"),
-], ids=["conflict", "timeout", "5xx", "transport"])
+], ids=["429-without-retry-after", "conflict", "timeout", "5xx", "transport"])
 async def test_conflicts_timeouts_and_server_errors_are_still_retried(err: Exception) -> None:
     clock = FakeClock()
     client = FakeClient([err])
