@@ -71,7 +71,11 @@ class RemoteClients:
             qps=cache.qps,
             burst=cache.burst,
         )
-        throttling, probed = await cache.configure(remote)
+        try:
+            throttling, probed = await cache.configure(remote)
+        except BaseException:
+            await remote.close()  # not handed out: nobody else would close its connections
+            raise
         if probed:
             _log.info(
                 "remote cluster client throttling",
