@@ -325,35 +325,45 @@ async def test_an_overlay_or_a_decryption_change_misses(tmp_path: Path) -> None:
     assert "namePrefix: q-" in builder.kustomizations[1]
 
 
+class SlowViews:
+    """A pipeline over a cached artifact whose views block in their worker thread until ``release``."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+
+        from kustomize_controller.kustomize import pipeline as pipeline_mod
+
+        self.entered, self.release = threading.Event(), threading.Event()
+
+        def slow_materialise(*args: Any, **kwargs: Any) -> None:
+            self.entered.set()
+            self.release.wait(10)
+            materialise(*args, **kwargs)
+
+        monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
+        blob = pack_dir(app_source(tmp_path / "src"))
+        self.digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+        self.workspace = Workspace(tmp_path / "ws")
+        self.artifacts = ArtifactCache(workspace=self.workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
+        self.pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=self.workspace, artifacts=self.artifacts)
+
+    def left_behind(self) -> list[Path]:
+        return [p for p in self.workspace.base.iterdir() if p != self.artifacts.directory]
+
+
 async def test_a_build_cancelled_while_its_view_is_made_leaves_no_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
-
-    from kustomize_controller.kustomize import pipeline as pipeline_mod
-
-    entered, release = threading.Event(), threading.Event()
-
-    def slow_materialise(*args: Any, **kwargs: Any) -> None:
-        entered.set()
-        release.wait(10)
-        materialise(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
-    src = app_source(tmp_path / "src")
-    blob = pack_dir(src)
-    workspace = Workspace(tmp_path / "ws")
-    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
-    pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=workspace, artifacts=artifacts)
-    async with pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(), path="app") as co:
-        task = asyncio.ensure_future(pipeline.build(co, BuildOptions(path="app")))
-        await asyncio.to_thread(entered.wait, 10)
+    slow = SlowViews(tmp_path, monkeypatch)
+    async with slow.pipeline.checkout(url="a", digest=slow.digest, path="app") as co:
+        task = asyncio.ensure_future(slow.pipeline.build(co, BuildOptions(path="app")))
+        await asyncio.to_thread(slow.entered.wait, 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        release.set()  # the view's thread finishes after its build was cancelled
-    assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
-    await artifacts.close()
+        slow.release.set()  # the view's thread finishes after its build was cancelled
+    assert slow.left_behind() == []
+    await slow.artifacts.close()
 
 
 async def test_a_view_is_removed_although_its_checkout_is_cancelled_twice(
@@ -361,42 +371,25 @@ async def test_a_view_is_removed_although_its_checkout_is_cancelled_twice(
 ) -> None:
     """A shutdown cancelling a reconcile already being cancelled: the view's thread goes on regardless,
     so its removal must wait for it through the second cancellation, and not swallow it."""
-    import threading
-
-    from kustomize_controller.kustomize import pipeline as pipeline_mod
-
-    entered, release = threading.Event(), threading.Event()
-
-    def slow_materialise(*args: Any, **kwargs: Any) -> None:
-        entered.set()
-        release.wait(10)
-        materialise(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline_mod, "materialise", slow_materialise)
-    src = app_source(tmp_path / "src")
-    blob = pack_dir(src)
-    workspace = Workspace(tmp_path / "ws")
-    artifacts = ArtifactCache(workspace=workspace, fetcher=LocalFetcher({"a": blob}))  # type: ignore[arg-type]
-    pipeline = BuildPipeline(builder=IdentifiedBuilder(), workspace=workspace, artifacts=artifacts)
+    slow = SlowViews(tmp_path, monkeypatch)
 
     async def reconcile() -> None:
-        async with pipeline.checkout(url="a", digest="sha256:" + hashlib.sha256(blob).hexdigest(),
-                                     path="app") as co:
-            await pipeline.build(co, BuildOptions(path="app"))
+        async with slow.pipeline.checkout(url="a", digest=slow.digest, path="app") as co:
+            await slow.pipeline.build(co, BuildOptions(path="app"))
 
     task = asyncio.ensure_future(reconcile())
-    await asyncio.to_thread(entered.wait, 10)
+    await asyncio.to_thread(slow.entered.wait, 10)
     task.cancel()
     for _ in range(20):  # the first cancellation reaches the checkout's exit, which waits for the view
         await asyncio.sleep(0)
     task.cancel()
     await asyncio.sleep(0.05)
     assert not task.done()  # still waiting for the view's thread
-    release.set()
+    slow.release.set()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert [p for p in workspace.base.iterdir() if p != artifacts.directory] == []
-    await artifacts.close()
+    assert slow.left_behind() == []
+    await slow.artifacts.close()
 
 
 async def test_a_loader_cancelled_while_unpacking_hands_over_a_clean_slate(
@@ -407,9 +400,9 @@ async def test_a_loader_cancelled_while_unpacking_hands_over_a_clean_slate(
     import threading
 
     from kustomize_controller.kustomize import artifact_cache as cache_mod
+    from kustomize_controller.kustomize.extract import extract_tarball as real_extract
 
     entered, release = threading.Event(), threading.Event()
-    real_extract = cache_mod.extract_tarball
     calls = 0
 
     def first_blocks(*args: Any, **kwargs: Any) -> Any:
