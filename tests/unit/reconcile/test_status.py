@@ -88,24 +88,29 @@ async def test_finalizer_patched_on_the_object_before_status() -> None:
     assert client.calls[2]["body"] == {"metadata": {"finalizers": None}}
 
 
-async def test_transient_errors_retried_then_raised() -> None:
+async def patch_through_backoffs(client: FakeClient, *, rounds: int, attempts: int | None = None) -> None:
+    """One status patch, the fake clock advanced past every backoff a retrying patcher would sleep."""
     clock = FakeClock()
-    err = InternalServerError("etcd leader changed", status=500)
-    client = FakeClient([err, err])
-    patcher = StatusPatcher(client=client, obj=doc(), clock=clock, attempts=3)
+    patcher = (StatusPatcher(client=client, obj=doc(), clock=clock) if attempts is None
+               else StatusPatcher(client=client, obj=doc(), clock=clock, attempts=attempts))
     ks = parse_kustomization(doc())
     ks.status.last_attempted_revision = "r"
     task = asyncio.create_task(patcher.patch(ks))
-    for _ in range(3):
+    for _ in range(rounds):
         await asyncio.sleep(0)
         await clock.advance(10)
     await task
+
+
+async def test_transient_errors_retried_then_raised() -> None:
+    err = InternalServerError("etcd leader changed", status=500)
+    client = FakeClient([err, err])
+    await patch_through_backoffs(client, rounds=3, attempts=3)
     assert len(client.calls) == 3
 
     client = FakeClient([ForbiddenError("no", status=403)])
-    patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
     with pytest.raises(ForbiddenError):
-        await patcher.patch(ks)
+        await patch_through_backoffs(client, rounds=3)
     assert len(client.calls) == 1
 
 
@@ -124,19 +129,11 @@ async def test_not_found_while_deleting_is_fine() -> None:
 
 async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> None:
     """The client sends a 429 again after each Retry-After (10 times); retrying on top would multiply them."""
-    clock = FakeClock()
     shed = TooManyRequestsError("Too many requests, please try again later.", status=429)
     shed.waited_out = True  # as the client marks a 429 that carried Retry-After
     client = FakeClient([shed] * 5)
-    patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
-    ks = parse_kustomization(doc())
-    ks.status.last_attempted_revision = "r"
-    task = asyncio.create_task(patcher.patch(ks))
-    for _ in range(6):  # room for every backoff a retrying patcher would sleep
-        await asyncio.sleep(0)
-        await clock.advance(10)
     with pytest.raises(TooManyRequestsError):
-        await task
+        await patch_through_backoffs(client, rounds=6)
     assert len(client.calls) == 1
 
 
@@ -148,14 +145,6 @@ async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> 
     TransportError("connection refused"),
 ], ids=["429-without-retry-after", "conflict", "timeout", "5xx", "transport"])
 async def test_conflicts_timeouts_and_server_errors_are_still_retried(err: Exception) -> None:
-    clock = FakeClock()
     client = FakeClient([err])
-    patcher = StatusPatcher(client=client, obj=doc(), clock=clock)
-    ks = parse_kustomization(doc())
-    ks.status.last_attempted_revision = "r"
-    task = asyncio.create_task(patcher.patch(ks))
-    for _ in range(3):
-        await asyncio.sleep(0)
-        await clock.advance(10)
-    await task
+    await patch_through_backoffs(client, rounds=3)
     assert len(client.calls) == 2
