@@ -14,12 +14,15 @@ Usage::
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
 ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
 and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener and removes
-the kubeconfig directory it created. Both are idempotent. One instance owns all of its state: two servers
+the kubeconfig directory it created. Both are idempotent. ``restart(down_for)`` (or ``go_down()`` then
+``come_back()``) simulates an API server restart: connections refused and every open one cut for a
+while, then the same address serves the same state again. One instance owns all of its state: two servers
 in one process share nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
@@ -89,6 +92,8 @@ class ApiServer:
         self.url = ""
         self.kubeconfig_path = ""
         self._bootstrapped = False
+        self._bound_port = port
+        self._down = False
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -96,36 +101,93 @@ class ApiServer:
         if self._runner is not None:
             return
         self._tmpdir = tempfile.mkdtemp(prefix="kc-apiserver-")
-        ssl_context = None
         if self._tls:
             self._cert = make_serving_cert(Path(self._tmpdir), host=self._host)
-            ssl_context = self._cert.server_context()
             self.cluster.ca_bundle = self._cert.cert_pem.decode()
         if not self._bootstrapped:
             self.cluster.controllers.bootstrap()
             self._bootstrapped = True
-        runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)
-        await site.start()
-        self._runner = runner
-        server: Any = site._server
-        sockets = getattr(server, "sockets", None) or []
-        port = int(sockets[0].getsockname()[1]) if sockets else self._port
+        port = await self._listen(self._port)
         scheme = "https" if self._tls else "http"
         host = f"[{self._host}]" if ":" in self._host else self._host
         self.url = f"{scheme}://{host}:{port}"
         self.kubeconfig_path = str(self._write_kubeconfig())
 
+    async def _listen(self, port: int) -> int:
+        """Serve on ``port`` (0: any free one); returns the port bound."""
+        ssl_context = None if self._cert is None else self._cert.server_context()
+        runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, port, ssl_context=ssl_context)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        server: Any = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self._bound_port = int(sockets[0].getsockname()[1]) if sockets else port
+        return self._bound_port
+
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
-        if runner is None:
+        if runner is not None:
+            self.cluster.storage.close_all_watchers()
+            await runner.cleanup()
+        elif not self._down:
             return
-        self.cluster.storage.close_all_watchers()
-        await runner.cleanup()
+        self._down = False
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+
+    # restart (embedded only) ------------------------------------------------------------------------
+
+    async def go_down(self) -> int:
+        """The API server process goes away, as in a restart: the listener closes (a new connection is
+        refused, ECONNREFUSED) and every open connection is cut without a reply, watch streams and
+        requests in flight included (clients see "Server disconnected" or a reset). Everything stored is
+        kept (objects, resourceVersions, watch history), as etcd keeps it. Returns how many connections
+        were cut. ``come_back()`` serves again on the same address."""
+        runner = self._runner
+        if runner is None:
+            raise RuntimeError("ApiServer: not serving")
+        self._runner = None
+        self._down = True
+        for site in list(runner.sites):
+            await site.stop()  # the listening socket is closed: connecting is refused from now on
+        # end every watch first: a handler only notices a cut connection when it next writes
+        self.cluster.storage.close_all_watchers()
+        cut = 0
+        server = runner.server
+        for handler in [] if server is None else server.connections:
+            transport = handler.transport
+            if transport is not None and not transport.is_closing():
+                transport.abort()
+                cut += 1
+        await runner.cleanup()
+        return cut
+
+    async def come_back(self) -> None:
+        """Serve again on the address ``go_down()`` left (same URL, certificate and state)."""
+        if not self._down:
+            raise RuntimeError("ApiServer: not down")
+        await self._listen(self._bound_port)
+        self._down = False
+
+    async def restart(self, down_for: float) -> int:
+        """``go_down()``, ``down_for`` seconds without a server, ``come_back()``; returns the connections cut."""
+        cut = await self.go_down()
+        try:
+            await asyncio.sleep(down_for)
+        finally:
+            await self.come_back()
+        return cut
+
+    @property
+    def serving(self) -> bool:
+        return self._runner is not None
 
     async def __aenter__(self) -> ApiServer:
         await self.start()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from kustomize_controller.testing.apiserver import ApiServer
@@ -231,3 +233,46 @@ async def test_exact_list_before_compaction_is_gone(cluster):
         status, body = await call(http, "GET", cm_path(cluster.namespace), params={
             "resourceVersion": listed["metadata"]["resourceVersion"], "resourceVersionMatch": "Exact"})
         assert (status, body["reason"]) == (410, "Expired")
+
+
+async def test_restart_refuses_connections_cuts_open_ones_and_keeps_state(cluster):
+    """``go_down()``/``come_back()`` as an API server restart: refused while down, every open connection
+    (a watch included) cut without a clean end, then the same address serves the same objects, and a
+    watch from the last resourceVersion seen resumes with what was written afterwards."""
+    server = cluster.require_server()
+    ns = cluster.namespace
+    url = server.url
+    async with cluster.session() as http:
+        _, created = await call(http, "POST", cm_path(ns), body=configmap("kept"))
+        rv = created["metadata"]["resourceVersion"]
+        watch = asyncio.create_task(read_watch(http, cm_path(ns), {"timeoutSeconds": "60", "resourceVersion": rv}))
+        for _ in range(50):
+            if server.watcher_count():
+                break
+            await asyncio.sleep(0.02)
+        assert await server.go_down() >= 1
+        assert not server.serving
+        with pytest.raises(aiohttp.ClientPayloadError):  # cut mid-stream: no terminating chunk
+            await asyncio.wait_for(watch, 10)
+        with pytest.raises(aiohttp.ClientConnectorError) as refused:
+            await call(http, "GET", cm_path(ns, "kept"))
+        assert refused.value.os_error.errno == errno.ECONNREFUSED
+        assert server.watcher_count() == 0
+        await server.come_back()
+        assert server.url == url
+        status, got = await call(http, "GET", cm_path(ns, "kept"))
+        assert (status, got["metadata"]["resourceVersion"]) == (200, rv)
+        await call(http, "POST", cm_path(ns), body=configmap("after"))
+        events = await read_watch(http, cm_path(ns), {"timeoutSeconds": "5", "resourceVersion": rv}, until=1)
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "after")]
+
+
+async def test_restart_waits_then_serves_again(cluster):
+    server = cluster.require_server()
+    async with cluster.session() as http:
+        await server.restart(down_for=0.1)
+        assert server.serving
+        status, _ = await call(http, "GET", cm_path(cluster.namespace))
+        assert status == 200
+    with pytest.raises(RuntimeError):
+        await server.come_back()
