@@ -31,10 +31,10 @@ from kustomize_controller.api.kustomization import API_VERSION, KIND, Kustomizat
 from kustomize_controller.api.meta import STATUS_OWNER
 from kustomize_controller.kube.client import PatchType
 from kustomize_controller.kube.errors import (
+    ApiError,
     ConflictError,
     KubeError,
     NotFoundError,
-    TooManyRequestsError,
     is_transient,
 )
 from kustomize_controller.runtime.clock import Clock
@@ -130,11 +130,10 @@ class StatusPatcher:
                     return False
                 raise
             except KubeError as err:
-                # a 429 whose Retry-After the client waited out already is not retried on top; one
-                # without it (a proxy's, an aggregated API's) the client did not retry: we do
-                retryable = isinstance(err, ConflictError) or (
-                    is_transient(err) and not (isinstance(err, TooManyRequestsError) and err.waited_out)
-                )
+                # a 429 or 5xx whose Retry-After the client waited out already is not retried on top;
+                # one without it (a proxy's, an aggregated API's) the client did not retry: we do
+                waited_out = isinstance(err, ApiError) and err.waited_out
+                retryable = isinstance(err, ConflictError) or (is_transient(err) and not waited_out)
                 if not retryable or attempt == self._attempts:
                     raise
             await self._clock.sleep(delay)

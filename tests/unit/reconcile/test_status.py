@@ -7,6 +7,7 @@ import pytest
 from kustomize_controller.api.kustomization import parse_kustomization
 from kustomize_controller.api.meta import Reason
 from kustomize_controller.kube.errors import (
+    ApiError,
     ConflictError,
     ForbiddenError,
     InternalServerError,
@@ -127,12 +128,15 @@ async def test_not_found_while_deleting_is_fine() -> None:
     assert len(client.calls) == 1  # the status patch is not attempted on a vanished object
 
 
-async def test_a_429_is_not_retried_again_the_client_already_waited_it_out() -> None:
-    """The client sends a 429 again after each Retry-After (10 times); retrying on top would multiply them."""
-    shed = TooManyRequestsError("Too many requests, please try again later.", status=429)
-    shed.waited_out = True  # as the client marks a 429 that carried Retry-After
+@pytest.mark.parametrize("shed", [
+    TooManyRequestsError("Too many requests, please try again later.", status=429),
+    InternalServerError("the server is shutting down", status=503),
+], ids=["429", "5xx"])
+async def test_an_answer_the_client_already_waited_out_is_not_retried_again(shed: ApiError) -> None:
+    """The client sends a request again after each Retry-After (10 times); retrying on top would multiply them."""
+    shed.waited_out = True  # as the client marks an answer that carried Retry-After
     client = FakeClient([shed] * 5)
-    with pytest.raises(TooManyRequestsError):
+    with pytest.raises(type(shed)):
         await patch_through_backoffs(client, rounds=6)
     assert len(client.calls) == 1
 
