@@ -37,8 +37,8 @@ Without it (the default) every object is dry-run, as upstream. See ``verified.py
 correction stays correct.
 
 ``plan_all(objects, options)`` runs the same phase A (one function, ``_validate_all``) for every object
-and returns what would happen (``PlannedObject``: action, live object, dry-run result, recreate, drift
-held by ``detect_only``, the error of that object — an object's own error does not stop the others;
+and returns what would happen (``PlannedObject``: action, live object, dry-run result, recreate, the
+error of that object — an object's own error does not stop the others;
 any other exception does, cancelling the objects after it, and is raised): the
 preview behind ``kustomize-controller diff`` (``preview.py``). It never writes as long as
 ``options.migrate_api_version`` is off; the preview keeps the option, as the apply has it, and wraps the
@@ -206,7 +206,6 @@ class PlannedObject:
     live: Object | None = None
     dry_run: Object | None = None
     recreate: bool = False  # configured by deleting and re-creating it (immutable field, force)
-    held: HeldDrift | None = None  # drift left alone (``options.detect_only``): planned unchanged or skipped
     error: ApplyEngineError | None = None
 
 
@@ -331,7 +330,7 @@ class ResourceManager:
                 action = Action.CONFIGURED
             error = failures.get(index)
             out.append(PlannedObject(ref=plan.ref, desired=plan.desired, action=action, live=plan.live,
-                                     dry_run=plan.dry_run, recreate=plan.recreate, held=plan.held,
+                                     dry_run=plan.dry_run, recreate=plan.recreate,
                                      error=error if isinstance(error, ApplyEngineError) else None))
         return out
 

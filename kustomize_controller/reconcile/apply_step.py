@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -161,7 +161,7 @@ class ApplyStep:
         except OSError as err:
             self._fail(ctx, Reason.DIR_CREATION_FAILED, f"tmp dir error: {err}")
 
-    def _fail(self, ctx: ReconcileContext, reason: str, message: str) -> Any:
+    def _fail(self, ctx: ReconcileContext, reason: str, message: str) -> NoReturn:
         ctx.mark_false(READY, reason, message)
         raise PipelineFailure(message)
 
@@ -230,7 +230,6 @@ class ApplyStep:
             return apply_options(ctx.ks, self._options.engine, detect_only=detect_only)
         except IgnoreRuleError as err:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
-        raise AssertionError("unreachable")
 
     async def _apply_and_check(
         self,

@@ -69,11 +69,11 @@ def last_applied_digest(history: Sequence[Snapshot]) -> str | None:
     return latest.digest if latest.last_reconciled_status in APPLIED_OUTCOMES else None
 
 
-def warn_policy(history: Sequence[Snapshot], *, digest: str, known: Mapping[ObjRef, bytes] | None = None) -> WarnPolicy:
-    """The engine's policy for a warn-mode apply of the build ``digest``: layer 1 is ``known`` (none for
-    a process without memory, such as a preview), layer 2 the last applied digest in ``history``."""
+def warn_policy(history: Sequence[Snapshot], *, digest: str, known: Mapping[ObjRef, bytes]) -> WarnPolicy:
+    """The engine's policy for a warn-mode apply of the build ``digest``: layer 1 is ``known``, layer 2
+    the last applied digest in ``history``."""
     applied = last_applied_digest(history)
-    return WarnPolicy(known=known or {}, build_unchanged=applied is not None and applied == digest)
+    return WarnPolicy(known=known, build_unchanged=applied is not None and applied == digest)
 
 
 class AppliedRecords:

@@ -126,7 +126,7 @@ async def preview_kustomization(
     )
     try:
         drift_mode(ks.metadata.annotations)
-        apply_options(ks, options.engine)  # spec.ignore is checked before anything is fetched, as by the apply
+        engine_options = apply_options(ks, options.engine)  # spec.ignore checked before any fetch, as by the apply
     except (InvalidDriftModeError, IgnoreRuleError) as err:
         raise PreviewError(f"{subject}: {err}") from err
 
@@ -158,7 +158,7 @@ async def preview_kustomization(
         say(f"dry-running {len(objects)} object(s)")
         reader = DryRunClient(tenant)
         manager = ResourceManager(client=reader, clock=clock, concurrency=options.concurrency)
-        changes = await preview_apply(manager, objects, apply_options(ks, options.engine))
+        changes = await preview_apply(manager, objects, engine_options)
         errors = [c.error for c in changes if c.error]
         if ks.spec.prune:
             planned = ChangeSet([

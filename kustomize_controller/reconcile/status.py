@@ -12,9 +12,10 @@ Contract:
   status write fail, and the watch delivers the edit for another reconcile. Transient failures
   (timeouts, 5xx, conflicts) are retried with a short backoff through the clock; the last error is
   raised if every attempt fails, so the controller retries the whole reconcile.
-- A 429 (TooManyRequests) is not retried here: the client already sent the patch again after each
-  ``Retry-After`` the server named (``kube.client``, 10 times); retrying that whole sequence again
-  would multiply the requests to a server that is shedding load (5 × 11 for one write).
+- A 429 or 5xx the client already waited out (``ApiError.waited_out``: it sent the patch again after
+  each ``Retry-After`` the server named, 10 times) is not retried here: retrying that whole sequence
+  would multiply the requests to a server that is shedding load (5 × 11 for one write). One without
+  ``Retry-After`` (a proxy's, an aggregated API's) the client did not retry, and is retried here.
 - Patches are serialised (a lock): the progress timer and the reconcile may both write, and each
   patch must be computed against what the one before it wrote.
 - When the object is being deleted, NotFound is expected (the finalizer was just removed and the
