@@ -10,15 +10,15 @@ Contract:
   this path changes what a build returns). A caller that cannot name one of these does not cache.
 - :class:`BuildCache` keeps, per key, the final objects (pickled: exact types survive — YAML
   timestamps and binary values included) and their digest; only successful builds are stored. Each
-  :meth:`get` returns fresh objects, so a caller may mutate them (the apply path does).
+  :meth:`load` returns fresh objects, so a caller may mutate them (the apply path does).
 - Memory is bounded by ``max_bytes`` of serialised objects, least recently used first out; an entry
   larger than the bound is not kept. ``max_bytes=0`` disables the cache. Decrypted Secret data is
   held here like it is held by a reconcile in flight; nothing is written to disk.
-- :meth:`load` and :meth:`store` are the event loop's entry points: they (de)serialise a large entry
+- :meth:`load` and :meth:`store` (de)serialise a large entry
   (over :data:`OFF_LOOP_BYTES` serialised, or :data:`OFF_LOOP_OBJECTS` objects) in a worker thread —
   ~3 ms each way for 1,000 objects, which would stall every other reconcile — and a small one in
   place, where a thread hop would cost more than the work. The entry table itself is only touched
-  on the loop. :meth:`get` and :meth:`put` do the same work synchronously.
+  on the loop.
 """
 
 from __future__ import annotations
@@ -83,16 +83,9 @@ class BuildCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
-        """``(objects, digest)`` of the build stored under ``key`` (fresh objects), or None."""
-        found = self._lookup(key)
-        if found is None:
-            return None
-        blob, digest = found
-        return _loads(blob), digest
-
     async def load(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
-        """:meth:`get` for the event loop: a large entry is unpickled in a worker thread."""
+        """``(objects, digest)`` of the build stored under ``key`` (fresh objects), or None; a large
+        entry is unpickled in a worker thread."""
         found = self._lookup(key)
         if found is None:
             return None
@@ -100,13 +93,9 @@ class BuildCache:
         objects = await asyncio.to_thread(_loads, blob) if len(blob) > OFF_LOOP_BYTES else _loads(blob)
         return objects, digest
 
-    def put(self, key: str, objects: list[dict[str, Any]], digest: str) -> None:
-        if self.enabled:
-            self._insert(key, _dumps(objects), digest)
-
     async def store(self, key: str, objects: list[dict[str, Any]], digest: str) -> None:
-        """:meth:`put` for the event loop: a large build is pickled in a worker thread (the caller must
-        not change ``objects`` until this returns)."""
+        """Keep ``objects`` and ``digest`` under ``key``; a large build is pickled in a worker thread (the
+        caller must not change ``objects`` until this returns)."""
         if not self.enabled:
             return
         blob = await asyncio.to_thread(_dumps, objects) if len(objects) > OFF_LOOP_OBJECTS else _dumps(objects)

@@ -397,7 +397,7 @@ class BuildPipeline:
         tmp = self._workspace.create()
         try:
             root, _ = self._layout(tmp)
-            materialise(found, source, root, generated=True)
+            materialise(found, source, root)
             real_root, real_dir = (Path(p) for p in _realpaths(root, root / relative))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -13,9 +13,9 @@ Contract (:func:`reach`, synchronous — run it in a thread):
   markers, missing markers and the generated kustomization text. Same key ⇒ kustomize reads the
   same bytes. Remote references are listed in :attr:`Reach.remote` (their content is not ours to
   key: such builds are never cached).
-- :func:`materialise` copies (never links: generation rewrites the kustomization file and SOPS
-  decrypts files in place) exactly that set into a build's empty view, under the same relative
-  paths, so the build behaves as it would on a full private extraction.
+- :func:`materialise` copies (never links: SOPS decrypts files in place) exactly that set into a
+  build's empty view, under the same relative paths, the kustomization file written as generated
+  (below), so the build behaves as it would on a full private extraction.
 - The generated kustomization (:attr:`Reach.generated`, for :attr:`Reach.kustomization_file`) is
   what :func:`.generate.generate` would write in the build directory, and the confinement walk above
   is the one a build runs: a build of exactly the tree that was reached (same bytes, same overlay)
@@ -121,10 +121,9 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
     return out
 
 
-def materialise(found: Reach, source: Path, view: Path, *, generated: bool = False) -> None:
-    """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``;
-    ``generated``: also write the generated kustomization (:func:`write_generated`), instead of
-    copying the file it replaces.
+def materialise(found: Reach, source: Path, view: Path) -> None:
+    """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``, and write
+    the generated kustomization (:func:`write_generated`) instead of copying the file it replaces.
 
     Contents only (file modes are not kept: kustomize only reads, and runs no plugins); each
     directory is made once (creating a file or directory costs ~0.2 ms of CPU on a VM's disk)."""
@@ -141,14 +140,13 @@ def materialise(found: Reach, source: Path, view: Path, *, generated: bool = Fal
     for rel in found.trees:
         shutil.copytree(source / rel, view / rel, dirs_exist_ok=True)
     for rel in found.files:
-        if generated and rel == found.kustomization_file:
+        if rel == found.kustomization_file:
             continue
         target = os.path.normpath(view / rel)
         ensure(os.path.dirname(target))
         shutil.copyfile(source / rel, target)
-    if generated:
-        ensure(os.path.dirname(os.path.normpath(view / found.kustomization_file)))
-        write_generated(found, view)
+    ensure(os.path.dirname(os.path.normpath(view / found.kustomization_file)))
+    write_generated(found, view)
 
 
 def write_generated(found: Reach, root: Path) -> Path:

@@ -29,39 +29,39 @@ def objects(n: int) -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-def test_get_returns_fresh_objects_and_exact_types() -> None:
+async def test_load_returns_fresh_objects_and_exact_types() -> None:
     import datetime
 
     cache = BuildCache()
     objs = [{"kind": "X", "when": datetime.date(2024, 1, 1), "raw": b"\x00"}]
-    cache.put("k", objs, "sha256:d")
-    got = cache.get("k")
+    await cache.store("k", objs, "sha256:d")
+    got = await cache.load("k")
     assert got is not None and got == (objs, "sha256:d")
     got[0][0]["kind"] = "changed"
-    again = cache.get("k")
+    again = await cache.load("k")
     assert again is not None and again[0][0]["kind"] == "X"
-    assert cache.get("other") is None
+    assert await cache.load("other") is None
 
 
-def test_memory_bound_evicts_least_recently_used() -> None:
+async def test_memory_bound_evicts_least_recently_used() -> None:
     registry = CollectorRegistry()
     entry = len(pickle.dumps(objects(2), protocol=pickle.HIGHEST_PROTOCOL)) + 256  # blob + per-entry overhead
     cache = BuildCache(max_bytes=2 * entry + entry // 2, metrics=CacheMetrics(registry))
-    cache.put("a", objects(2), "a")
-    cache.put("b", objects(2), "b")
-    assert cache.get("a") is not None  # a is now the most recently used
-    cache.put("c", objects(2), "c")
-    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    await cache.store("a", objects(2), "a")
+    await cache.store("b", objects(2), "b")
+    assert await cache.load("a") is not None  # a is now the most recently used
+    await cache.store("c", objects(2), "c")
+    assert await cache.load("b") is None and await cache.load("a") is not None and await cache.load("c") is not None
     assert cache.bytes == 2 * entry
     assert registry.get_sample_value("kustomize_controller_build_cache_bytes") == cache.bytes
-    cache.put("huge", objects(100), "h")  # larger than the bound: not kept, nothing else lost
-    assert cache.get("huge") is None and len(cache) == 2
+    await cache.store("huge", objects(100), "h")  # larger than the bound: not kept, nothing else lost
+    assert await cache.load("huge") is None and len(cache) == 2
 
 
-def test_zero_bound_disables() -> None:
+async def test_zero_bound_disables() -> None:
     cache = BuildCache(max_bytes=0)
-    cache.put("a", objects(1), "a")
-    assert not cache.enabled and cache.get("a") is None
+    await cache.store("a", objects(1), "a")
+    assert not cache.enabled and await cache.load("a") is None
 
 
 async def test_large_entries_are_serialised_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,8 +91,8 @@ async def test_large_entries_are_serialised_off_the_event_loop(monkeypatch: pyte
     got_large, got_small = await cache.load("large"), await cache.load("small")
     assert threads == [("loads", False), ("loads", True)]
     assert got_large == (large, "l") and got_small == (small, "s")
-    assert got_large[0] is not large and got_large[0][0] is not large[0]  # fresh objects, as get() gives
-    assert cache.get("large") == (large, "l") and await cache.load("absent") is None
+    assert got_large[0] is not large and got_large[0][0] is not large[0]  # fresh objects on every load
+    assert await cache.load("large") == (large, "l") and await cache.load("absent") is None
     assert cache.bytes == sum(len(b) + 256 for b, _ in cache._entries.values())
 
 
