@@ -318,9 +318,7 @@ class KubeClient:
         decoded = _decode(data)
         if resp.status >= 300:
             kind, namespace, name = ident
-            err = api_error_from_status(resp.status, decoded, kind=kind, namespace=namespace, name=name)
-            err.waited_out = _retry_after(resp) is not None
-            raise err
+            raise _answer_error(resp, decoded, kind=kind, namespace=namespace, name=name)
         return decoded
 
     async def request_json(
@@ -583,7 +581,7 @@ class KubeClient:
         try:
             if resp.status >= 300:
                 body = _decode(await resp.read())
-                raise api_error_from_status(resp.status, body, kind=kind, namespace=ns)
+                raise _answer_error(resp, body, kind=kind, namespace=ns)
             lines = resp.lines()
             while True:
                 try:
@@ -639,6 +637,16 @@ def _resource_of(path: str) -> tuple[str, str, str]:
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
     return resource, name, subresource
+
+
+def _answer_error(
+    resp: Any, body: Any, *, kind: str | None, namespace: str | None, name: str | None = None
+) -> ApiError:
+    """The error for a non-2xx answer that ``_send`` returned: ``waited_out`` when it named a
+    ``Retry-After`` (``_send`` waited those out as often as it retries)."""
+    err = api_error_from_status(resp.status, body, kind=kind, namespace=namespace, name=name)
+    err.waited_out = _retry_after(resp) is not None
+    return err
 
 
 def _retry_after(resp: Any) -> float | None:
