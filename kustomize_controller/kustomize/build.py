@@ -3,9 +3,14 @@
 Contract:
 
 - Builder choice (:func:`detect_builder`): ``--kustomize-binary`` when given (a ``kubectl*``
-  basename runs ``kubectl kustomize``, anything else ``kustomize build``); else ``kustomize``
-  >= v5 on ``PATH``; else ``kubectl`` >= 1.27 on ``PATH``. Missing or too old →
-  :class:`BuilderUnavailableError` with a message saying what was found and what is needed.
+  basename runs ``kubectl kustomize``, anything else ``kustomize build``); else the builder installed
+  with the package — ``kustomize`` >= v5, then ``kubectl`` >= 1.27, in the directory of the Python
+  interpreter or of the console script (:func:`installed_builder_dirs`: the virtualenv's ``bin``,
+  the image's ``/usr/local/bin``), whatever ``PATH`` says; else ``kustomize`` >= v5 on ``PATH``; else
+  ``kubectl`` >= 1.27 on ``PATH``. Missing or too old → :class:`BuilderUnavailableError` with a
+  message saying what was found and what is needed. :attr:`BuilderCommand.source` says which rule
+  chose it and :attr:`BuilderCommand.pinned` whether it is the kustomize upstream pins
+  (:mod:`.pin`), for the start-up log.
 - Every build runs ``--load-restrictor LoadRestrictionsNone`` (confinement is ours, see
   :mod:`.confine`), with plugins, exec functions and helm left disabled, in a scrubbed
   environment (no inherited variables: ``HOME`` and the working directory are inside the build's
@@ -42,17 +47,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import shutil
 import signal
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
 from kustomize_controller.runtime.clock import Clock
 
@@ -74,6 +82,12 @@ class BuilderCommand:
     flavour: Literal["kustomize", "kubectl"]
     version: str
     kustomize_version: str
+    source: Literal["flag", "installed", "PATH"] = "flag"
+
+    @property
+    def pinned(self) -> bool:
+        """Whether this builder is the kustomize version upstream Flux pins."""
+        return self.kustomize_version == PINNED_KUSTOMIZE
 
 
 def _parse_version(text: str) -> tuple[int, int, int] | None:
@@ -268,28 +282,48 @@ def _resolve_binary(binary: str) -> str:
     return resolved
 
 
+def installed_builder_dirs() -> list[str]:
+    """Where the builder installed with the package lives: the directory of the Python interpreter
+    (a virtualenv's ``bin``, where ``make builder`` puts it; the image's ``/usr/local/bin``) and of the
+    console script being run, symbolic links not followed (a virtualenv's ``python`` links to the
+    system's)."""
+    dirs: list[str] = []
+    for path in (sys.executable, sys.argv[0] if sys.argv else ""):
+        if path:
+            directory = os.path.dirname(os.path.abspath(path))
+            if directory not in dirs and os.path.isdir(directory):
+                dirs.append(directory)
+    return dirs
+
+
 async def detect_builder(
-    *, clock: Clock, kustomize_binary: str | None = None, search_path: str | None = None
+    *,
+    clock: Clock,
+    kustomize_binary: str | None = None,
+    search_path: str | None = None,
+    installed_dirs: Sequence[str] | None = None,
 ) -> BuilderCommand:
-    """Find and version-check the builder (see module docstring for the order)."""
+    """Find and version-check the builder (see module docstring for the order); ``installed_dirs``
+    defaults to :func:`installed_builder_dirs`, ``search_path`` to ``PATH``."""
     if kustomize_binary:
         resolved = _resolve_binary(kustomize_binary)
         if os.path.basename(resolved).startswith("kubectl"):
             return await _kubectl_command(resolved, clock)
         return await _kustomize_command(resolved, clock)
     problems: list[str] = []
-    kustomize = shutil.which("kustomize", path=search_path)
-    if kustomize:
-        try:
-            return await _kustomize_command(kustomize, clock)
-        except BuilderUnavailableError as err:
-            problems.append(str(err))
-    kubectl = shutil.which("kubectl", path=search_path)
-    if kubectl:
-        try:
-            return await _kubectl_command(kubectl, clock)
-        except BuilderUnavailableError as err:
-            problems.append(str(err))
+    installed = os.pathsep.join(installed_builder_dirs() if installed_dirs is None else installed_dirs)
+    places: list[tuple[Literal["installed", "PATH"], str | None]] = [("PATH", search_path)]
+    if installed:
+        places.insert(0, ("installed", installed))
+    for source, path in places:
+        for name, probe in (("kustomize", _kustomize_command), ("kubectl", _kubectl_command)):
+            binary = shutil.which(name, path=path)
+            if not binary:
+                continue
+            try:
+                return dataclasses.replace(await probe(binary, clock), source=source)
+            except BuilderUnavailableError as err:
+                problems.append(str(err))
     if not problems:
         problems.append("neither 'kustomize' nor 'kubectl' is on PATH")
     raise BuilderUnavailableError(

@@ -6,12 +6,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import structlog.testing
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
-from kustomize_controller.app import _wire_dependents
+from kustomize_controller.app import _log_builder, _wire_dependents
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
+from kustomize_controller.kustomize.build import BuilderCommand
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, Request
 from kustomize_controller.runtime.informer import Informer
@@ -74,3 +77,19 @@ async def test_only_becoming_ready_wakes_dependents_across_namespaces_and_never_
 
     informer._handle("DELETED", ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}], ready=True, rv=4))
     assert await queued(controller) == []  # a deletion does not make anything ready
+
+
+def test_start_up_says_which_builder_and_warns_when_it_is_not_the_pinned_one() -> None:
+    pinned = BuilderCommand(("/venv/bin/kubectl", "kustomize"), "kubectl", "v1.36.3", PINNED_KUSTOMIZE, "installed")
+    with structlog.testing.capture_logs() as logs:
+        _log_builder(pinned)
+    assert logs == [{"event": "kustomize builder", "log_level": "info", "logger_name": "setup",
+                     "path": "/venv/bin/kubectl", "source": "installed", "flavour": "kubectl", "version": "v1.36.3",
+                     "kustomize_version": PINNED_KUSTOMIZE}]
+    other = BuilderCommand(("/usr/bin/kubectl", "kustomize"), "kubectl", "v1.32.0", "v5.5.0", "PATH")
+    with structlog.testing.capture_logs() as logs:
+        _log_builder(other)
+    assert [(e["log_level"], e["path"], e["kustomize_version"]) for e in logs] == [
+        ("info", "/usr/bin/kubectl", "v5.5.0"), ("warning", "/usr/bin/kubectl", "v5.5.0")]
+    assert logs[1]["event"].startswith("the kustomize builder is not the version upstream Flux pins")
+    assert logs[1]["pinned"] == PINNED_KUSTOMIZE
