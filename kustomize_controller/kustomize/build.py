@@ -51,6 +51,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -59,7 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
+from kustomize_controller.kustomize.batch_queue import BatchQueue
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
 from kustomize_controller.runtime.clock import Clock
@@ -348,6 +352,15 @@ def _clean_stderr(stderr: bytes, root: Path) -> str:
     return text or "builder exited with an error and no message"
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    directory: Path
+    root: Path
+    workdir: Path
+    allow_remote: bool
+    hint: BatchHint
+
+
 class KustomizeBuilder:
     """Runs builds with the detected command; shared by all reconciles of one controller."""
 
@@ -360,14 +373,24 @@ class KustomizeBuilder:
         timeout: float = DEFAULT_BUILD_TIMEOUT,
         max_output: int = DEFAULT_MAX_OUTPUT,
         go_max_procs: int | None = 1,
+        max_batch: int = 1,
+        workspace: Workspace | None = None,
     ) -> None:
-        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs)."""
+        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
+        ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
+        may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`)."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
         self._slots = asyncio.Semaphore(max_parallel or 2 * (os.cpu_count() or 1))
         self._timeout = timeout
         self._max_output = max_output
+        self._workspace = workspace
+        self.batches: BatchQueue[_Job] | None = None
+        if max_batch > 1 and workspace is not None:
+            self.batches = BatchQueue(
+                slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch
+            )
 
     def cache_identity(self) -> str:
         """What makes this builder's output what it is, for the build cache: the command, its
@@ -381,25 +404,75 @@ class KustomizeBuilder:
             stamp = "unreadable"
         return "|".join((*self.command.argv, self.command.version, self.command.kustomize_version, stamp))
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
-        """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME."""
+    async def build(
+        self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool, batch: BatchHint | None = None
+    ) -> bytes:
+        """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME. With ``batch``
+        (the root may share a process, :mod:`.batch`) the build may run in one with others queued."""
+        small = small_input(root)
+        if batch is not None and small and self.batches is not None:
+            return await self.batches.submit(_Job(directory, root, workdir, allow_remote, batch))
+        async with self._slots:
+            return await self._build_alone(directory, root=root, workdir=workdir, allow_remote=allow_remote,
+                                           small=small)
+
+    def _env(self, workdir: Path, *, allow_remote: bool, small: bool) -> dict[str, str]:
         env = _base_env(workdir)
         if self._go_max_procs is not None:
             env["GOMAXPROCS"] = str(self._go_max_procs)
-        if small_input(root):
+        if small:
             env.update(_SMALL_BUILD_GO_ENV)
         if not allow_remote:
             env["PATH"] = ""
             for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                 env[key] = _CLOSED_PROXY
+        return env
+
+    async def _invoke(self, directory: Path, *, workdir: Path, env: dict[str, str]) -> _Result:
         argv = [*self.command.argv, str(directory), "--load-restrictor", "LoadRestrictionsNone"]
-        async with self._slots:
-            try:
-                res = await _run(
-                    argv, clock=self._clock, time_limit=self._timeout, max_output=self._max_output, env=env, cwd=workdir
-                )
-            except OSError as err:
-                raise KustomizeBuildError(f"kustomize build failed: cannot run {self.command.argv[0]}: {err}") from err
+        try:
+            return await _run(
+                argv, clock=self._clock, time_limit=self._timeout, max_output=self._max_output, env=env, cwd=workdir
+            )
+        except OSError as err:
+            raise KustomizeBuildError(f"kustomize build failed: cannot run {self.command.argv[0]}: {err}") from err
+
+    async def _build_alone(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                           small: bool) -> bytes:
+        """One build in its own process; the caller holds a slot."""
+        env = self._env(workdir, allow_remote=allow_remote, small=small)
+        res = await self._invoke(directory, workdir=workdir, env=env)
         if res.returncode != 0:
             raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, root)}")
         return res.stdout
+
+    async def _build_job(self, job: _Job) -> bytes:
+        return await self._build_alone(job.directory, root=job.root, workdir=job.workdir,
+                                       allow_remote=job.allow_remote, small=True)
+
+    async def _build_together(self, jobs: Sequence[_Job]) -> list[bytes | None]:
+        """Jobs in one process (the caller holds a slot): each one's output, None where not trusted."""
+        assert self._workspace is not None
+        token = secrets.token_hex(8)
+        wrapper = await asyncio.to_thread(self._write_wrapper, [j.directory for j in jobs], token)
+        try:
+            # no job reads a remote base (a hint says so): the strictest environment fits them all
+            res = await self._invoke(wrapper, workdir=wrapper, env=self._env(wrapper, allow_remote=False, small=True))
+            if res.returncode != 0:
+                raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, wrapper)}")
+            hints = [j.hint for j in jobs]
+            return await asyncio.to_thread(_trusted_parts, res.stdout, token, hints)
+        finally:
+            await run_to_end(asyncio.to_thread(shutil.rmtree, wrapper, True))
+
+    def _write_wrapper(self, directories: list[Path], token: str) -> Path:
+        assert self._workspace is not None
+        wrapper = self._workspace.create()
+        write_wrapper(wrapper, directories, token)
+        return wrapper
+
+
+def _trusted_parts(stdout: bytes, token: str, hints: Sequence[BatchHint]) -> list[bytes | None]:
+    parts = split_output(stdout, token, len(hints))
+    suspect = crossed(parts, hints)
+    return [None if i in suspect else part for i, part in enumerate(parts)]

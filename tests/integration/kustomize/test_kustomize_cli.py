@@ -130,7 +130,8 @@ def test_the_installed_builder_is_used_whatever_path_says(tmp_path: Path) -> Non
     for name, version in (("kubectl", '{"clientVersion": {"gitVersion": "v1.32.0"}, "kustomizeVersion": "v5.5.0"}'),
                           ("kustomize", "v5.5.0")):
         fake = impostor / name
-        fake.write_text(f"#!/bin/sh\ncase \"$1\" in version) echo '{version}';; *) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata: {{name: impostor}}\\n';; esac\n")
+        fake.write_text(f"#!/bin/sh\ncase \"$1\" in version) echo '{version}';;\n"
+                        "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: impostor}\\n';; esac\n")
         fake.chmod(0o755)
     (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n")
     env = {"PATH": f"{impostor}:/usr/bin:/bin", "HOME": str(tmp_path)}
