@@ -236,7 +236,8 @@ async def run_controller(
             workspace=workspace, fetcher=fetcher, max_bytes=settings.artifact_cache_max_size, metrics=cache_metrics
         )
         pipeline = BuildPipeline(
-            builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None),
+            builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None,
+                                     max_batch=settings.build_batch_size, workspace=workspace),
             workspace=workspace,
             fetcher=fetcher,
             artifacts=artifacts,
