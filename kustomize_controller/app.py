@@ -237,7 +237,8 @@ async def run_controller(
         )
         pipeline = BuildPipeline(
             builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None,
-                                     max_batch=settings.build_batch_size, workspace=workspace),
+                                     max_batch=settings.build_batch_size, workspace=workspace,
+                                     metrics=cache_metrics),
             workspace=workspace,
             fetcher=fetcher,
             artifacts=artifacts,

@@ -2,18 +2,22 @@
 
 Contract:
 
-- No build waits for a group to form: a build submitted while a slot is free runs at once, alone. Builds
-  submitted while every slot is busy queue; when a slot frees, the oldest queued build takes it with up
-  to ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts waiting for the
-  next slot. So groups form only under load, from builds that would have waited anyway.
+- No build waits for a group to form: a build submitted while a lane and a slot are free runs at once,
+  alone. Builds submitted while every lane (``lanes``: at most that many grouped processes at once,
+  one per CPU by default) or every builder slot is busy queue; when both free, the oldest queued build
+  takes them with up to ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts
+  waiting for the next. So groups form only under load, and a queued build waits for at most the
+  processes running ahead of it, as it would for a slot. (Lanes, not only slots: with one slot per
+  busy CPU still free, a trickle of builds would each start a process of their own; fewer, fuller
+  processes spend less CPU, measured in bench/analysis.md.)
 - A group of one is built alone (``alone``); a larger group once by ``together``, which returns each
   member's output or None for an output it does not trust. A member without a trusted output is built
   alone. When ``together`` fails, the group is split in halves and each half is built the same way, down
   to single builds: a member's result is always either a trusted part of a batch or its own build's
   output or error, so one member's error never becomes another's, and delays it by at most the
   failed batches (about log2(max_batch) small builds).
-- The whole group is built holding the one slot its leader took: the number of builder processes
-  never exceeds the slots.
+- The whole group is built holding the lane and the one slot its leader took: the number of builder
+  processes never exceeds the slots.
 - Cancellation: a queued build that is cancelled leaves the queue; a member cancelled while its group
   builds only loses its result. When the leader is cancelled mid-group (shutdown, lost leadership), the
   builder process is killed as any build's is, and the members still waiting go back to the head of
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -47,9 +52,16 @@ class BatchQueue(Generic[T]):
     """Builds of jobs of type ``T``, grouped as the module docstring says."""
 
     def __init__(
-        self, *, slots: asyncio.Semaphore, alone: Alone[T], together: Together[T], max_batch: int
+        self,
+        *,
+        slots: asyncio.Semaphore,
+        alone: Alone[T],
+        together: Together[T],
+        max_batch: int,
+        lanes: int | None = None,
     ) -> None:
         self._slots = slots
+        self._lanes = asyncio.Semaphore(lanes or os.cpu_count() or 1)
         self._alone = alone
         self._together = together
         self._max_batch = max(1, max_batch)
@@ -90,7 +102,7 @@ class BatchQueue(Generic[T]):
     async def _lead(self, member: _Member[T]) -> None:
         group: list[_Member[T]] = []
         try:
-            async with self._slots:
+            async with self._lanes, self._slots:
                 self._leader = None
                 group = self._take(member)
                 self._elect()

@@ -62,6 +62,7 @@ from typing import Literal
 
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
 from kustomize_controller.kustomize.batch_queue import BatchQueue
+from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
@@ -375,6 +376,7 @@ class KustomizeBuilder:
         go_max_procs: int | None = 1,
         max_batch: int = 1,
         workspace: Workspace | None = None,
+        metrics: CacheMetrics | None = None,
     ) -> None:
         """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
         ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
@@ -386,6 +388,7 @@ class KustomizeBuilder:
         self._timeout = timeout
         self._max_output = max_output
         self._workspace = workspace
+        self._metrics = metrics
         self.batches: BatchQueue[_Job] | None = None
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
@@ -441,6 +444,8 @@ class KustomizeBuilder:
                            small: bool) -> bytes:
         """One build in its own process; the caller holds a slot."""
         env = self._env(workdir, allow_remote=allow_remote, small=small)
+        if self._metrics is not None:
+            self._metrics.builder_process("one")
         res = await self._invoke(directory, workdir=workdir, env=env)
         if res.returncode != 0:
             raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, root)}")
@@ -461,7 +466,10 @@ class KustomizeBuilder:
             if res.returncode != 0:
                 raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, wrapper)}")
             hints = [j.hint for j in jobs]
-            return await asyncio.to_thread(_trusted_parts, res.stdout, token, hints)
+            parts = await asyncio.to_thread(_trusted_parts, res.stdout, token, hints)
+            if self._metrics is not None:
+                self._metrics.builder_process("several", shared=sum(p is not None for p in parts))
+            return parts
         finally:
             await run_to_end(asyncio.to_thread(shutil.rmtree, wrapper, True))
 
