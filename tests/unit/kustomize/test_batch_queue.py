@@ -20,9 +20,15 @@ class Fake:
         self.gate: asyncio.Event | None = None
         self.gates: dict[str, asyncio.Event] = {}  # by a process's first job: held until set
         self.running = 0
+        self._started: dict[str, asyncio.Event] = {}
+
+    def started(self, first_job: str) -> asyncio.Event:
+        """Set once a process whose first job is ``first_job`` runs."""
+        return self._started.setdefault(first_job, asyncio.Event())
 
     async def _process(self, jobs: list[str]) -> None:
         self.processes.append(jobs)
+        self.started(jobs[0]).set()
         self.running += 1
         try:
             if self.gate is not None:
@@ -50,6 +56,20 @@ def queue(fake: Fake, *, slots: int = 1, max_batch: int = 8) -> BatchQueue[str]:
     return BatchQueue(slots=asyncio.Semaphore(slots), alone=fake.alone, together=fake.together, max_batch=max_batch)
 
 
+async def busy(q: BatchQueue[str], fake: Fake, job: str = "hold") -> asyncio.Future[bytes]:
+    """Submit ``job`` and return once its process runs (held by ``fake.gate``, which this sets up)."""
+    fake.gate = asyncio.Event()
+    task = asyncio.ensure_future(q.submit(job))
+    await fake.started(job).wait()
+    return task
+
+
+async def submit_behind(q: BatchQueue[str], jobs: Sequence[str]) -> list[asyncio.Future[bytes]]:
+    tasks = [asyncio.ensure_future(q.submit(j)) for j in jobs]
+    await asyncio.sleep(0)
+    return tasks
+
+
 async def test_a_free_slot_builds_at_once_alone() -> None:
     fake = Fake()
     q = queue(fake)
@@ -60,13 +80,10 @@ async def test_a_free_slot_builds_at_once_alone() -> None:
 
 async def test_builds_queued_behind_a_busy_slot_run_together_in_fifo_groups() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = queue(fake, max_batch=3)
-    first = asyncio.ensure_future(q.submit("first"))
-    while not fake.running:
-        await asyncio.sleep(0)
-    rest = [asyncio.ensure_future(q.submit(j)) for j in "abcde"]
-    await asyncio.sleep(0)
+    first = await busy(q, fake, "first")
+    rest = await submit_behind(q, "abcde")
+    assert fake.gate is not None
     fake.gate.set()
     assert await first == b"first"
     assert [await t for t in rest] == [j.encode() for j in "abcde"]
@@ -89,14 +106,11 @@ async def test_slots_bound_the_processes() -> None:
 
 async def test_a_failed_batch_is_bisected_down_to_the_broken_build() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = queue(fake, max_batch=8)
-    hold = asyncio.ensure_future(q.submit("hold"))
-    while not fake.running:
-        await asyncio.sleep(0)
+    hold = await busy(q, fake)
     jobs = ["a", "b", "c", "bad", "d", "untrusted"]
-    tasks = [asyncio.ensure_future(q.submit(j)) for j in jobs]
-    await asyncio.sleep(0)
+    tasks = await submit_behind(q, jobs)
+    assert fake.gate is not None
     fake.gate.set()
     await hold
     results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -110,13 +124,10 @@ async def test_a_failed_batch_is_bisected_down_to_the_broken_build() -> None:
 
 async def test_a_cancelled_queued_build_leaves_the_queue() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = queue(fake)
-    hold = asyncio.ensure_future(q.submit("hold"))
-    while not fake.running:
-        await asyncio.sleep(0)
-    a, b, c = (asyncio.ensure_future(q.submit(j)) for j in "abc")
-    await asyncio.sleep(0)
+    hold = await busy(q, fake)
+    a, b, c = await submit_behind(q, "abc")
+    assert fake.gate is not None
     a.cancel()  # the elected leader
     b.cancel()
     await asyncio.sleep(0)
@@ -130,18 +141,15 @@ async def test_a_cancelled_queued_build_leaves_the_queue() -> None:
 
 async def test_a_leader_cancelled_mid_group_hands_its_members_back() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = queue(fake)
-    hold = asyncio.ensure_future(q.submit("hold"))
-    while not fake.running:
-        await asyncio.sleep(0)
+    hold = await busy(q, fake)
     fake.gates["leader"] = asyncio.Event()  # the group's process is held, then its leader cancelled
-    leader, a, b = (asyncio.ensure_future(q.submit(j)) for j in ("leader", "a", "b"))
-    await asyncio.sleep(0)
+    leader, a, b = await submit_behind(q, ("leader", "a", "b"))
+    assert fake.gate is not None
     fake.gate.set()
     await hold
-    while fake.processes[-1] != ["leader", "a", "b"]:
-        await asyncio.sleep(0)
+    await fake.started("leader").wait()
+    assert fake.processes[-1] == ["leader", "a", "b"]
     leader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await leader
@@ -152,18 +160,15 @@ async def test_a_leader_cancelled_mid_group_hands_its_members_back() -> None:
 
 async def test_a_member_cancelled_mid_group_only_loses_its_result() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = queue(fake)
-    hold = asyncio.ensure_future(q.submit("hold"))
-    while not fake.running:
-        await asyncio.sleep(0)
+    hold = await busy(q, fake)
     fake.gates["a"] = asyncio.Event()
-    tasks = [asyncio.ensure_future(q.submit(j)) for j in "ab"]
-    await asyncio.sleep(0)
+    tasks = await submit_behind(q, "ab")
+    assert fake.gate is not None
     fake.gate.set()
     await hold
-    while fake.processes[-1] != ["a", "b"]:
-        await asyncio.sleep(0)
+    await fake.started("a").wait()
+    assert fake.processes[-1] == ["a", "b"]
     tasks[1].cancel()
     await asyncio.sleep(0)
     fake.gates["a"].set()
@@ -175,12 +180,10 @@ async def test_a_member_cancelled_mid_group_only_loses_its_result() -> None:
 
 async def test_lanes_bound_the_grouped_processes_so_that_groups_fill() -> None:
     fake = Fake()
-    fake.gate = asyncio.Event()
     q = BatchQueue(slots=asyncio.Semaphore(4), alone=fake.alone, together=fake.together, max_batch=8, lanes=1)
-    first = asyncio.ensure_future(q.submit("first"))
-    while not fake.running:
-        await asyncio.sleep(0)
-    rest = [asyncio.ensure_future(q.submit(j)) for j in "abc"]
+    first = await busy(q, fake, "first")
+    rest = await submit_behind(q, "abc")
+    assert fake.gate is not None
     for _ in range(5):
         await asyncio.sleep(0)
     assert fake.running == 1  # slots are free, the lane is not: the others queue
