@@ -39,6 +39,10 @@ Contract:
   cores idle between builds; a cold start of 100 Kustomizations took ~10 % less with 4 slots than with
   2 on a 2-core machine, bench/analysis.md). Each has a timeout measured on
   the injected clock and a cap on stdout size; on either, the builder's process group is killed.
+- With ``max_batch`` > 1, a build whose root may share a process (a :class:`~.batch.BatchHint` from its
+  reach, and a small input) queues behind busy builder processes and may run in one with others
+  (:mod:`.batch_queue` groups them, :mod:`.batch` proves each output is the root's own or the root is
+  built alone); its output and errors are exactly those of its own build.
 - Failures are :class:`KustomizeBuildError` "kustomize build failed: <kustomize's message>", with
   the temp-dir prefix removed from paths so that messages are stable across reconciles.
 """
@@ -320,11 +324,13 @@ async def detect_builder(
     places: list[tuple[Literal["installed", "PATH"], str | None]] = [("PATH", search_path)]
     if installed:
         places.insert(0, ("installed", installed))
+    tried: set[str] = set()
     for source, path in places:
         for name, probe in (("kustomize", _kustomize_command), ("kubectl", _kubectl_command)):
             binary = shutil.which(name, path=path)
-            if not binary:
+            if not binary or binary in tried:
                 continue
+            tried.add(binary)
             try:
                 return dataclasses.replace(await probe(binary, clock), source=source)
             except BuilderUnavailableError as err:
