@@ -10,7 +10,8 @@ import structlog.testing
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
-from kustomize_controller.app import _log_builder, _wire_dependents
+from kustomize_controller.app.run import _log_builder
+from kustomize_controller.app.watches import wire_dependents
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
 from kustomize_controller.kustomize.build import BuilderCommand
@@ -45,7 +46,7 @@ def wired() -> tuple[Informer, Controller]:
     informer = Informer(client=client, api_version=API_VERSION, kind=KIND, clock=clock, rng=random.Random(0))
     controller = Controller(name="kustomization", reconciler=_Idle(), clock=clock,
                             metrics=RuntimeMetrics(clock=clock, registry=CollectorRegistry()))
-    _wire_dependents(controller, informer)
+    wire_dependents(controller, informer)
     return informer, controller
 
 
