@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import MERGE, STRATEGIC, call, cm_path, configmap
+from .helpers import MERGE, STRATEGIC, call, cm_path, configmap, delete_and_wait
 from .test_crd import CRD_PATH, _established, widget_crd
 
 pytestmark = pytest.mark.integration
@@ -152,6 +152,7 @@ async def test_discovery_lists_namespaces_finalize(cluster) -> None:
 
 async def test_namespace_finalizers_change_only_through_finalize(cluster) -> None:
     name = f"{cluster.namespace}-fin"
+    path = f"/api/v1/namespaces/{name}"
     async with cluster.session() as http:
         try:
             status, ns = await call(http, "POST", "/api/v1/namespaces", body={
@@ -168,5 +169,22 @@ async def test_namespace_finalizers_change_only_through_finalize(cluster) -> Non
             assert status == 200, finalized
             assert not finalized["spec"].get("finalizers")
             assert finalized["status"]["phase"] == "Active"
+            # /finalize gives it back as well, and the test must: the namespace controller never empties a
+            # namespace without its `kubernetes` finalizer, so what controllers put in it (kube-root-ca.crt,
+            # the default ServiceAccount) would keep it Terminating for good
+            status, restored = await call(http, "PUT", f"{path}/finalize",
+                                          body={**finalized, "spec": {"finalizers": ["kubernetes"]}})
+            assert status == 200, restored
+            assert restored["spec"]["finalizers"] == ["kubernetes"]
+            assert await delete_and_wait(http, path) == 404
         finally:
-            await call(http, "DELETE", f"/api/v1/namespaces/{name}")
+            await _delete_namespace_with_its_finalizer(http, path)
+
+
+async def _delete_namespace_with_its_finalizer(http: Any, path: str) -> None:
+    status, ns = await call(http, "GET", path)
+    if status != 200:
+        return
+    if "kubernetes" not in ((ns.get("spec") or {}).get("finalizers") or []):
+        await call(http, "PUT", f"{path}/finalize", body={**ns, "spec": {"finalizers": ["kubernetes"]}})
+    await call(http, "DELETE", path)

@@ -27,8 +27,8 @@ def error(managed_fields: Any) -> str | None:
     ({}, f"json: cannot unmarshal object into {FIELD} of type []v1.ManagedFieldsEntry"),
     ([{"manager": 1}], "json: cannot unmarshal number into Go struct field "
                        "ManagedFieldsEntry.metadata.managedFields.manager of type string"),
-    ([{"operation": True}], "json: cannot unmarshal bool into Go struct field "
-                            "ManagedFieldsEntry.metadata.managedFields.operation of type v1.ManagedFieldsOperationType"),
+    ([{"operation": True}], "json: cannot unmarshal bool into Go struct field ManagedFieldsEntry."
+                            "metadata.managedFields.operation of type v1.ManagedFieldsOperationType"),
 ])
 def test_managed_fields_errors(value: Any, expected: str | None) -> None:
     assert error(value) == expected
