@@ -85,6 +85,8 @@ async def describe(handle: ClusterHandle, refs: Iterable[Ref]) -> list[str]:
             finalizers = obj["metadata"].get("finalizers") or []
             if finalizers:
                 holds.append(f"finalizers {finalizers}")
+            if handle.server is not None and kind == "Namespace":
+                holds += [f"held by {held}" for held in handle.server.finalized_objects(name)]
             lines.append(f"{kind}/{name} ({state}{': ' + '; '.join(holds) if holds else ''})")
     return lines
 

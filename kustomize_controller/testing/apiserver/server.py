@@ -284,3 +284,10 @@ class ApiServer:
         if rt is None:
             return []
         return [str(obj["metadata"]["name"]) for obj in self.cluster.storage.iterate(rt.storage_key, namespace)]
+
+    def finalized_objects(self, namespace: str) -> list[str]:
+        """``resource/name [finalizers]`` of every object in ``namespace`` that has finalizers: what keeps
+        a terminating namespace from going (a real cluster says it in the namespace's conditions)."""
+        return [f"{key[1]}/{obj['metadata']['name']} {obj['metadata']['finalizers']}"
+                for key in self.cluster.storage.namespaces_in_use(namespace)
+                for obj in self.cluster.storage.iterate(key, namespace) if obj["metadata"].get("finalizers")]
