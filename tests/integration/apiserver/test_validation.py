@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import MERGE, STRATEGIC, call, cm_path, configmap, delete_and_wait
+from .helpers import MERGE, STRATEGIC, call, cm_path, configmap, delete_and_wait, release
 from .test_crd import CRD_PATH, _established, widget_crd
 
 pytestmark = pytest.mark.integration
@@ -71,17 +71,16 @@ async def test_no_finalizer_may_be_added_to_a_terminating_object(cluster) -> Non
     async with cluster.session() as http:
         body = configmap("going")
         body["metadata"]["finalizers"] = ["example.com/hold"]
-        await call(http, "POST", cm_path(ns), body=body)
-        await call(http, "DELETE", cm_path(ns, "going"))
         try:
+            await call(http, "POST", cm_path(ns), body=body)
+            await call(http, "DELETE", cm_path(ns, "going"))
             status, refused = await call(http, "PATCH", cm_path(ns, "going"), content_type=MERGE,
                                          body={"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}})
             assert (status, refused["reason"]) == (422, "Invalid"), refused
             assert causes(refused) == [("FieldValueForbidden", "metadata.finalizers")] * 2
             assert 'found new finalizers []string{"example.com/new"}' in refused["message"]
         finally:
-            await call(http, "PATCH", cm_path(ns, "going"), body={"metadata": {"finalizers": None}},
-                       content_type=MERGE)
+            await release(http, cm_path(ns, "going"))
 
 
 async def test_unknown_field_selector_on_a_core_kind(cluster) -> None:
