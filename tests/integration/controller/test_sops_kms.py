@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
 from tests.unit.kustomize.sops.aws_moto import STATIC_SECRET, STATIC_SECRET_YAML, Moto, recipe
-from tests.unit.kustomize.sops.aws_moto import moto_server as moto_server  # noqa: F401 - a fixture
+from tests.unit.kustomize.sops.aws_moto import moto_server as moto_server
 from tests.unit.kustomize.sops.sopsgen import AgeKey, encrypt_document
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ PLAIN = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kms"}, "str
 
 
 @pytest.fixture
-def aws_env(moto_server: Moto, monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:  # noqa: F811
+def aws_env(moto_server: Moto, monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
