@@ -86,6 +86,9 @@ class Credentials:
     gcp: GcpTokenSource | None = None
     azure: AzureTokenCredential | None = None
     vault: VaultTokenSource | None = None
+    # whose credentials these are, e.g. "serviceaccount:<ns>/<name>": object-level sets must say,
+    # the build cache keys on it (a set without it makes builds uncacheable)
+    identity: str = ""
 
     def with_fallback(self, other: Credentials) -> Credentials:
         """Every provider this set lacks taken from ``other`` (static beats workload identity)."""

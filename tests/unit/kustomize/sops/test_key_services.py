@@ -198,3 +198,13 @@ class _StaticAws:
 class _Gcp:
     async def gcp_token(self) -> AccessToken:
         return AccessToken("t")
+
+
+def test_workload_identity_enters_the_build_cache_identity() -> None:
+    from kustomize_controller.kustomize.sops import SopsDecryptor
+
+    plain = SopsDecryptor.from_secret_data({}).cache_identity
+    alice = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws(), identity="sa:a/x")).cache_identity
+    bob = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws(), identity="sa:b/x")).cache_identity
+    anonymous = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws())).cache_identity
+    assert len({plain, alice, bob}) == 3 and anonymous is None
