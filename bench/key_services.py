@@ -55,12 +55,12 @@ def _rss_mib() -> float:
 
 
 async def _serve(workdir: Path) -> None:
-    from aiohttp import web
     from moto.server import ThreadedMotoServer
 
     from tests.unit.kustomize.sops.aws_moto import PLAIN, STATIC_SECRET_YAML, Moto, recipe
     from tests.unit.kustomize.sops.fake_azure import CLIENT_ID, CLIENT_SECRET, TENANT, FakeAzure
     from tests.unit.kustomize.sops.fake_google import KEY, FakeGoogle
+    from tests.unit.kustomize.sops.loopback import serve
     from tests.unit.kustomize.sops.sopsgen import encrypt_document
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -70,11 +70,7 @@ async def _serve(workdir: Path) -> None:
     google, azure = FakeGoogle(), FakeAzure()
     runners = []
     for fake in (google, azure):
-        runner = web.AppRunner(fake.app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        fake.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        runner, fake.url = await serve(fake.app())
         runners.append(runner)
     spec: dict[str, Any] = {}
     arn = aws.create_key()

@@ -146,21 +146,34 @@ async def assume_role(
     body = urlencode(
         {"Action": "AssumeRole", "Version": STS_VERSION, "RoleArn": role_arn, "RoleSessionName": session_name}
     ).encode()
-    headers = dict(_FORM)
-    headers.update(
-        sign(
-            method="POST",
-            url=url,
-            headers=headers,
-            body=body,
-            credentials=base,
-            region=region,
-            service="sts",
-            now=context.clock.now(),
-        )
+    answer = await signed_post(
+        url, headers=_FORM, body=body, credentials=base, region=region, service="sts", context=context
     )
-    answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
     return _sts_credentials("AssumeRole", answer)
+
+
+async def signed_post(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: bytes,
+    credentials: AwsCredentials,
+    region: str,
+    service: str,
+    context: KeyServiceContext,
+) -> http.Response:
+    """One SigV4-signed POST (KMS, STS)."""
+    signature = sign(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=body,
+        credentials=credentials,
+        region=region,
+        service=service,
+        now=context.clock.now(),
+    )
+    return await http.call("POST", url, timeout=context.timeout, headers={**headers, **signature}, body=body)
 
 
 async def assume_role_with_web_identity(

@@ -72,6 +72,17 @@ async def client_assertion_token(
     )
 
 
+async def _assert(credential: ClientCertificate | WorkloadIdentity, assertion: str, scope: str) -> AccessToken:
+    return await client_assertion_token(
+        assertion,
+        tenant_id=credential.tenant_id,
+        client_id=credential.client_id,
+        scope=scope,
+        authority=credential.authority,
+        context=credential.context,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSecret:
     tenant_id: str
@@ -117,15 +128,7 @@ class ClientCertificate:
         }  # x5t: SHA-1 by RFC 7515
         if self.send_chain:
             headers["x5c"] = [base64.b64encode(c).decode() for c in self.chain_der]
-        assertion = oauth.rs256_jwt(claims, self.key_pem, headers=headers)
-        return await client_assertion_token(
-            assertion,
-            tenant_id=self.tenant_id,
-            client_id=self.client_id,
-            scope=scope,
-            authority=self.authority,
-            context=self.context,
-        )
+        return await _assert(self, oauth.rs256_jwt(claims, self.key_pem, headers=headers), scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,15 +159,7 @@ class WorkloadIdentity:
     context: KeyServiceContext
 
     async def azure_token(self, scope: str) -> AccessToken:
-        assertion = await http.read_token_file(self.token_file, "federated token file")
-        return await client_assertion_token(
-            assertion,
-            tenant_id=self.tenant_id,
-            client_id=self.client_id,
-            scope=scope,
-            authority=self.authority,
-            context=self.context,
-        )
+        return await _assert(self, await http.read_token_file(self.token_file, "federated token file"), scope)
 
 
 def _certificate(data: str, password: str) -> tuple[str, tuple[bytes, ...]]:
