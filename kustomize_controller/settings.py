@@ -222,226 +222,99 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("events-addr", "events_addr", "str", "The address of the events receiver."),
     _Flag("health-addr", "health_addr", "str", "The address the health endpoint binds to."),
     _Flag("concurrent", "concurrent", "int", "The number of concurrent kustomize reconciles."),
-    _Flag("concurrent-ssa", "concurrent_ssa", "int", "The number of concurrent server-side apply operations."),
-    _Flag(
-        "requeue-dependency",
-        "requeue_dependency",
-        "duration",
-        "The interval at which failing dependencies are reevaluated.",
-    ),
-    _Flag("no-remote-bases", "no_remote_bases", "bool", "Disallow remote bases usage in Kustomize overlays."),
-    _Flag(
-        "http-retry", "http_retry", "int", "The maximum number of retries when failing to fetch artifacts over HTTP."
-    ),
-    _Flag(
-        "default-service-account", "default_service_account", "str", "Default service account used for impersonation."
-    ),
-    _Flag(
-        "default-decryption-service-account",
-        "default_decryption_service_account",
-        "str",
-        "Default service account used for decryption.",
-    ),
-    _Flag(
-        "default-kubeconfig-service-account",
-        "default_kubeconfig_service_account",
-        "str",
-        "Default service account used for kubeconfig.",
-    ),
-    _Flag(
-        "sops-age-secret",
-        "sops_age_secret",
-        "str",
-        "The name of a Kubernetes secret in the RUNTIME_NAMESPACE containing a SOPS age decryption "
-        "key for fallback usage.",
-    ),
-    _Flag(
-        "sops-vault-configmap",
-        "sops_vault_configmap",
-        "str",
-        "The name of a ConfigMap in the RUNTIME_NAMESPACE configuring trusted Vault instances.",
-    ),
-    _Flag(
-        "override-manager",
-        "override_managers",
-        "array",
-        "Field manager disallowed to perform changes on managed resources.",
-    ),
-    _Flag(
-        "custom-apply-stage-kinds",
-        "custom_apply_stage_kinds",
-        "str",
-        "A comma-separated list of GroupKind applied in a stage after CRDs and classes.",
-    ),
-    _Flag(
-        "kube-api-qps",
-        "kube_api_qps",
-        "float",
-        "The maximum queries-per-second of requests sent to the Kubernetes API.",
-    ),
-    _Flag(
-        "kube-api-burst",
-        "kube_api_burst",
-        "int",
-        "The maximum burst queries-per-second of requests sent to the Kubernetes API.",
-    ),
+    _Flag("concurrent-ssa", "concurrent_ssa", "int",
+          "The number of concurrent server-side apply operations."),
+    _Flag("requeue-dependency", "requeue_dependency", "duration",
+          "The interval at which failing dependencies are reevaluated."),
+    _Flag("no-remote-bases", "no_remote_bases", "bool",
+          "Disallow remote bases usage in Kustomize overlays."),
+    _Flag("http-retry", "http_retry", "int",
+          "The maximum number of retries when failing to fetch artifacts over HTTP."),
+    _Flag("default-service-account", "default_service_account", "str",
+          "Default service account used for impersonation."),
+    _Flag("default-decryption-service-account", "default_decryption_service_account", "str",
+          "Default service account used for decryption."),
+    _Flag("default-kubeconfig-service-account", "default_kubeconfig_service_account", "str",
+          "Default service account used for kubeconfig."),
+    _Flag("sops-age-secret", "sops_age_secret", "str",
+          "The name of a Kubernetes secret in the RUNTIME_NAMESPACE containing a SOPS age decryption "
+          "key for fallback usage."),
+    _Flag("sops-vault-configmap", "sops_vault_configmap", "str",
+          "The name of a ConfigMap in the RUNTIME_NAMESPACE configuring trusted Vault instances."),
+    _Flag("override-manager", "override_managers", "array",
+          "Field manager disallowed to perform changes on managed resources."),
+    _Flag("custom-apply-stage-kinds", "custom_apply_stage_kinds", "str",
+          "A comma-separated list of GroupKind applied in a stage after CRDs and classes."),
+    _Flag("kube-api-qps", "kube_api_qps", "float",
+          "The maximum queries-per-second of requests sent to the Kubernetes API."),
+    _Flag("kube-api-burst", "kube_api_burst", "int",
+          "The maximum burst queries-per-second of requests sent to the Kubernetes API."),
     _Flag("log-encoding", "log_encoding", "str", "Log encoding format. Can be 'json' or 'console'."),
-    _Flag("log-level", "log_level", "str", "Log verbosity level. Can be one of 'trace', 'debug', 'info', 'error'."),
-    _Flag("enable-leader-election", "enable_leader_election", "bool", "Enable leader election for controller manager."),
-    _Flag(
-        "leader-election-release-on-cancel",
-        "leader_election_release_on_cancel",
-        "bool",
-        "Defines if the leader should step down voluntarily on controller manager shutdown.",
-    ),
-    _Flag(
-        "leader-election-lease-duration",
-        "leader_election_lease_duration",
-        "duration",
-        "Interval at which non-leader candidates will wait to force acquire leadership.",
-    ),
-    _Flag(
-        "leader-election-renew-deadline",
-        "leader_election_renew_deadline",
-        "duration",
-        "Duration that the leading controller manager will retry refreshing leadership before giving up.",
-    ),
-    _Flag(
-        "leader-election-retry-period",
-        "leader_election_retry_period",
-        "duration",
-        "Duration the LeaderElector clients should wait between tries of actions.",
-    ),
-    _Flag(
-        "no-cross-namespace-refs",
-        "no_cross_namespace_refs",
-        "bool",
-        "When set to true, references between custom resources are allowed only if the reference "
-        "and the referee are in the same namespace.",
-    ),
-    _Flag(
-        "insecure-kubeconfig-exec",
-        "insecure_kubeconfig_exec",
-        "bool",
-        "Allow use of the user.exec section in kubeconfigs provided for remote apply.",
-    ),
-    _Flag(
-        "insecure-kubeconfig-tls",
-        "insecure_kubeconfig_tls",
-        "bool",
-        "Allow that kubeconfigs provided for remote apply can disable TLS verification.",
-    ),
-    _Flag(
-        "min-retry-delay",
-        "min_retry_delay",
-        "duration",
-        "The minimum amount of time for which an object being reconciled will have to wait before a retry.",
-    ),
-    _Flag(
-        "max-retry-delay",
-        "max_retry_delay",
-        "duration",
-        "The maximum amount of time for which an object being reconciled will have to wait before a retry.",
-    ),
-    _Flag(
-        "feature-gates",
-        "feature_gates",
-        "gates",
-        "A comma separated list of key=value pairs defining the state of experimental features.",
-    ),
-    _Flag(
-        "watch-all-namespaces",
-        "watch_all_namespaces",
-        "bool",
-        "Watch for resources in all namespaces, if set to false it will only watch the runtime namespace.",
-    ),
-    _Flag(
-        "watch-label-selector",
-        "watch_label_selector",
-        "str",
-        "Watch for resources with matching labels e.g. 'sharding.fluxcd.io/key=shard1'.",
-    ),
-    _Flag(
-        "watch-configs-label-selector",
-        "watch_configs_label_selector",
-        "str",
-        "Watch for ConfigMaps and Secrets with matching labels.",
-    ),
-    _Flag(
-        "interval-jitter-percentage",
-        "interval_jitter_percentage",
-        "uint8",
-        "Percentage of jitter to apply to interval durations.",
-    ),
-    _Flag("token-cache-max-size", "token_cache_max_size", "int", "The maximum size of the cache in number of tokens."),
-    _Flag(
-        "token-cache-max-duration", "token_cache_max_duration", "duration", "The maximum duration a token is cached."
-    ),
-    _Flag("kubeconfig", "kubeconfig", "str", "Paths to a kubeconfig. Only required if out-of-cluster."),
-    _Flag(
-        "artifact-max-size",
-        "artifact_max_size",
-        "int",
-        "The maximum size in bytes of a source artifact (ours; upstream has no limit).",
-    ),
-    _Flag(
-        "kustomize-binary",
-        "kustomize_binary",
-        "str",
-        "Path of the kustomize (or kubectl) binary used for builds (ours).",
-    ),
-    _Flag(
-        "progress-status-delay",
-        "progress_status_delay",
-        "duration",
-        "Publish a reconcile's progress states (Ready=Unknown, Reconciling messages) only once it has run "
-        "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours).",
-    ),
-    _Flag(
-        "build-concurrency",
-        "build_concurrency",
-        "int",
-        "The number of kustomize builds run in parallel; 0 means twice the number of CPUs (ours).",
-    ),
-    _Flag(
-        "artifact-cache-max-size",
-        "artifact_cache_max_size",
-        "int",
-        "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours).",
-    ),
-    _Flag(
-        "build-cache-max-size",
-        "build_cache_max_size",
-        "int",
-        "The bytes of rendered build outputs kept in memory for reuse; 0 disables the build cache (ours).",
-    ),
-    _Flag(
-        "webhook-addr",
-        "webhook_addr",
-        "str",
-        "The address the conversion webhook (old Kustomization versions) binds to; '0' disables it (ours).",
-    ),
-    _Flag(
-        "webhook-url",
-        "webhook_url",
-        "str",
-        "The URL the API server calls the conversion webhook at, when it cannot use the CRD's Service "
-        "(out of cluster); 'auto' is https://<bound address>/convert (ours).",
-    ),
-    _Flag(
-        "webhook-cert-dir",
-        "webhook_cert_dir",
-        "str",
-        "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
-        "with; the controller then neither issues a certificate nor edits the CRD (ours).",
-    ),
-    _Flag(
-        "concurrent-health-checks",
-        "concurrent_health_checks",
-        "int",
-        "The number of health checks that wait without holding one of the --concurrent workers; "
-        "beyond it a health check holds its worker, as upstream (ours).",
-    ),
+    _Flag("log-level", "log_level", "str",
+          "Log verbosity level. Can be one of 'trace', 'debug', 'info', 'error'."),
+    _Flag("enable-leader-election", "enable_leader_election", "bool",
+          "Enable leader election for controller manager."),
+    _Flag("leader-election-release-on-cancel", "leader_election_release_on_cancel", "bool",
+          "Defines if the leader should step down voluntarily on controller manager shutdown."),
+    _Flag("leader-election-lease-duration", "leader_election_lease_duration", "duration",
+          "Interval at which non-leader candidates will wait to force acquire leadership."),
+    _Flag("leader-election-renew-deadline", "leader_election_renew_deadline", "duration",
+          "Duration that the leading controller manager will retry refreshing leadership before giving up."),
+    _Flag("leader-election-retry-period", "leader_election_retry_period", "duration",
+          "Duration the LeaderElector clients should wait between tries of actions."),
+    _Flag("no-cross-namespace-refs", "no_cross_namespace_refs", "bool",
+          "When set to true, references between custom resources are allowed only if the reference "
+          "and the referee are in the same namespace."),
+    _Flag("insecure-kubeconfig-exec", "insecure_kubeconfig_exec", "bool",
+          "Allow use of the user.exec section in kubeconfigs provided for remote apply."),
+    _Flag("insecure-kubeconfig-tls", "insecure_kubeconfig_tls", "bool",
+          "Allow that kubeconfigs provided for remote apply can disable TLS verification."),
+    _Flag("min-retry-delay", "min_retry_delay", "duration",
+          "The minimum amount of time for which an object being reconciled will have to wait "
+          "before a retry."),
+    _Flag("max-retry-delay", "max_retry_delay", "duration",
+          "The maximum amount of time for which an object being reconciled will have to wait "
+          "before a retry."),
+    _Flag("feature-gates", "feature_gates", "gates",
+          "A comma separated list of key=value pairs defining the state of experimental features."),
+    _Flag("watch-all-namespaces", "watch_all_namespaces", "bool",
+          "Watch for resources in all namespaces, if set to false it will only watch the runtime namespace."),
+    _Flag("watch-label-selector", "watch_label_selector", "str",
+          "Watch for resources with matching labels e.g. 'sharding.fluxcd.io/key=shard1'."),
+    _Flag("watch-configs-label-selector", "watch_configs_label_selector", "str",
+          "Watch for ConfigMaps and Secrets with matching labels."),
+    _Flag("interval-jitter-percentage", "interval_jitter_percentage", "uint8",
+          "Percentage of jitter to apply to interval durations."),
+    _Flag("token-cache-max-size", "token_cache_max_size", "int",
+          "The maximum size of the cache in number of tokens."),
+    _Flag("token-cache-max-duration", "token_cache_max_duration", "duration",
+          "The maximum duration a token is cached."),
+    _Flag("kubeconfig", "kubeconfig", "str",
+          "Paths to a kubeconfig. Only required if out-of-cluster."),
+    _Flag("artifact-max-size", "artifact_max_size", "int",
+          "The maximum size in bytes of a source artifact (ours; upstream has no limit)."),
+    _Flag("kustomize-binary", "kustomize_binary", "str",
+          "Path of the kustomize (or kubectl) binary used for builds (ours)."),
+    _Flag("progress-status-delay", "progress_status_delay", "duration",
+          "Publish a reconcile's progress states (Ready=Unknown, Reconciling messages) only once it has run "
+          "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
+    _Flag("build-concurrency", "build_concurrency", "int",
+          "The number of kustomize builds run in parallel; 0 means twice the number of CPUs (ours)."),
+    _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
+          "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
+    _Flag("build-cache-max-size", "build_cache_max_size", "int",
+          "The bytes of rendered build outputs kept in memory for reuse; 0 disables the build cache (ours)."),
+    _Flag("webhook-addr", "webhook_addr", "str",
+          "The address the conversion webhook (old Kustomization versions) binds to; '0' disables it (ours)."),
+    _Flag("webhook-url", "webhook_url", "str",
+          "The URL the API server calls the conversion webhook at, when it cannot use the CRD's Service "
+          "(out of cluster); 'auto' is https://<bound address>/convert (ours)."),
+    _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
+          "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
+          "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
+    _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
+          "The number of health checks that wait without holding one of the --concurrent workers; "
+          "beyond it a health check holds its worker, as upstream (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
@@ -520,7 +393,9 @@ def validate(settings: Settings) -> None:
             ("default-kubeconfig-service-account", settings.default_kubeconfig_service_account),
         ):
             if value:
-                raise FlagError(f"--{flag_name} requires the feature gate ObjectLevelWorkloadIdentity to be enabled")
+                raise FlagError(
+                    f"--{flag_name} requires the feature gate ObjectLevelWorkloadIdentity to be enabled"
+                )
     lease = settings.leader_election_lease_duration
     renew = settings.leader_election_renew_deadline
     retry = settings.leader_election_retry_period
