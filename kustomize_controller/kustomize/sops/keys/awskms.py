@@ -69,18 +69,22 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         raise SopsKeyError(f"error base64-decoding encrypted data key: {err}") from None
     provider = context.credentials.aws or ControllerChain(context)
     try:
-        credentials = await provider.aws_credentials(region=region)
+        credentials = await context.reuse(("aws", region), lambda: provider.aws_credentials(region=region))
     except SopsKeyError as err:
         raise SopsKeyError(f"{PREFIX}: operation error KMS: Decrypt, {err}") from None
     role = key.attr("role")
     if role:
         try:
-            credentials = await assume_role(
-                credentials,
-                role_arn=role,
-                session_name=session_name(socket.gethostname()),
-                region=region,
-                context=context,
+            base = credentials
+            credentials = await context.reuse(
+                ("aws-role", role, region),
+                lambda: assume_role(
+                    base,
+                    role_arn=role,
+                    session_name=session_name(socket.gethostname()),
+                    region=region,
+                    context=context,
+                ),
             )
         except SopsKeyError as err:
             raise SopsKeyError(f"failed to assume role '{role}': {err}") from None

@@ -55,7 +55,7 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         raise SopsKeyError(str(err)) from None
     source = context.credentials.gcp or ControllerADC(context)
     try:
-        token = await source.gcp_token()
+        token = await context.reuse(("gcp",), source.gcp_token)
     except SopsKeyError as err:
         raise SopsKeyError(f"{PREFIX}: rpc error: code = Unauthenticated desc = {err}") from None
     url = f"{endpoint(dict(context.environ))}/v1/{key.name}:decrypt"
