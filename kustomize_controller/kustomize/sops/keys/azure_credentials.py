@@ -68,7 +68,7 @@ async def client_assertion_token(
         "scope": scope,
     }
     return await oauth.token_request(
-        token_url(authority, tenant_id), form, timeout=context.timeout, now=context.clock.now()
+        token_url(authority, tenant_id), form, timeout=context.timeout, now=context.clock.now(), environ=context.environ
     )
 
 
@@ -99,7 +99,9 @@ class ClientSecret:
             "scope": scope,
         }
         url = token_url(self.authority, self.tenant_id)
-        return await oauth.token_request(url, form, timeout=self.context.timeout, now=self.context.clock.now())
+        return await oauth.token_request(
+            url, form, timeout=self.context.timeout, now=self.context.clock.now(), environ=self.context.environ
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,13 @@ class ManagedIdentity:
         if self.client_id:
             query["client_id"] = self.client_id
         url = f"{base}/metadata/identity/oauth2/token?{urlencode(query)}"
-        answer = await http.call("GET", url, timeout=min(self.context.timeout, 5.0), headers={"Metadata": "true"})
+        answer = await http.call(
+            "GET",
+            url,
+            timeout=min(self.context.timeout, 5.0),
+            environ=self.context.environ,
+            headers={"Metadata": "true"},
+        )
         doc = oauth.parse_json(answer.body)
         if answer.status != 200 or not isinstance(doc.get("access_token"), str):
             reason = oauth.describe_error(doc, f"status {answer.status}")

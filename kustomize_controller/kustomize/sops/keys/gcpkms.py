@@ -62,7 +62,9 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
     body = json.dumps({"ciphertext": base64.b64encode(ciphertext).decode()}).encode()
     headers = {"Authorization": f"Bearer {token.token}", "Content-Type": "application/json"}
     try:
-        answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
+        answer = await http.call(
+            "POST", url, timeout=context.timeout, environ=context.environ, headers=headers, body=body
+        )
     except http.TransportError as err:
         raise SopsKeyError(f"{PREFIX}: rpc error: code = Unavailable desc = {err}") from None
     doc = oauth.parse_json(answer.body)
