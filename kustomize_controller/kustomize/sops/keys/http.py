@@ -2,8 +2,11 @@
 
 Contract:
 - :func:`call` sends one request on a fresh aiohttp session and returns status, headers and the
-  whole body (at most 1 MiB). Every call has a total timeout; proxies and ``.netrc`` from the
-  environment are not used (``trust_env`` off: the controller's environment is explicit).
+  whole body (more than 1 MiB is an error). Every call has a total timeout.
+- Proxies come from the ``environ`` snapshot given, never from the process (aiohttp's
+  ``trust_env`` is off, ``.netrc`` is not read): ``HTTPS_PROXY``/``HTTP_PROXY`` (lower case too)
+  and ``NO_PROXY`` (``*``, host names matching themselves and their subdomains, IPs, CIDRs, an
+  optional port), as Go's ``http.ProxyFromEnvironment``; loopback is never proxied.
 - :func:`read_token_file` reads a projected token or credential file in a worker thread.
 - Transport failures and timeouts raise :class:`TransportError` whose message names the method
   and the URL without its query (``<METHOD> <scheme://host/path>: <reason>``); request bodies and
@@ -61,8 +64,12 @@ async def call(
                 method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy
             ) as answer,
         ):
-            data = await answer.content.read(MAX_BODY)
-            return Response(answer.status, {k.lower(): v for k, v in answer.headers.items()}, data)
+            data = bytearray()
+            async for chunk in answer.content.iter_any():
+                data += chunk
+                if len(data) > MAX_BODY:
+                    raise TransportError(f"{method} {redact_url(url)}: the answer is larger than {MAX_BODY} bytes")
+            return Response(answer.status, {k.lower(): v for k, v in answer.headers.items()}, bytes(data))
     except TimeoutError:
         raise TransportError(f"{method} {redact_url(url)}: no answer within {timeout:g}s") from None
     except asyncio.CancelledError:
