@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -55,13 +56,22 @@ async def call(
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     environ: Mapping[str, str] | None = None,
+    cafile: str | None = None,
 ) -> Response:
+    """``cafile``: PEM bundle of the CAs to trust for this call (e.g. ``AWS_CA_BUNDLE``) instead of
+    the system's (which ``SSL_CERT_FILE``/``SSL_CERT_DIR`` already move, through OpenSSL)."""
     proxy = proxy_for(url, environ or {})
+    ssl_context: ssl.SSLContext | bool = True
+    if cafile and url.startswith("https://"):
+        try:
+            ssl_context = await asyncio.to_thread(ssl.create_default_context, cafile=cafile)
+        except (OSError, ssl.SSLError) as err:
+            raise TransportError(f"failed to load the CA bundle '{cafile}': {err}") from None
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False) as session,
             session.request(
-                method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy
+                method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy, ssl=ssl_context
             ) as answer,
         ):
             data = bytearray()
