@@ -123,18 +123,25 @@ def _no_proxy_matches(rule: str, host: str, port: int | None) -> bool:
     return host == name or host.endswith("." + name)
 
 
-async def read_token_file(path: str, what: str) -> str:
-    """A token file's content, stripped, read off the event loop; errors name the file only."""
+async def read_file(path: str, what: str) -> bytes:
+    """A local file's bytes (at most 1 MiB), read off the event loop; errors name the file only."""
 
-    def read() -> str:
-        with open(path, encoding="utf-8") as stream:
-            return stream.read(MAX_BODY).strip()
+    def read() -> bytes:
+        with open(path, "rb") as stream:
+            return stream.read(MAX_BODY)
 
     try:
         return await asyncio.to_thread(read)
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else "not UTF-8"
-        raise TransportError(f"failed to read {what} '{path}': {reason}") from None
+    except OSError as err:
+        raise TransportError(f"failed to read {what} '{path}': {err.strerror}") from None
+
+
+async def read_token_file(path: str, what: str) -> str:
+    """A token file's text, stripped (a projected ServiceAccount token, a federated token, …)."""
+    try:
+        return (await read_file(path, what)).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise TransportError(f"failed to read {what} '{path}': not UTF-8") from None
 
 
 def _reason(err: aiohttp.ClientError) -> str:
