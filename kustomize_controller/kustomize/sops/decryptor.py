@@ -26,6 +26,7 @@ Contract:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from kustomize_controller.kustomize.sops.document import decrypt_bytes, decrypt_mapping
 from kustomize_controller.kustomize.sops.errors import SopsError
 from kustomize_controller.kustomize.sops.formats import Format, detect_format, format_for_path
+from kustomize_controller.kustomize.sops.keys.credentials import Credentials
 from kustomize_controller.kustomize.sops.keys.keyring import KeyRing
 from kustomize_controller.kustomize.sops.sources import SourceWalker
 
@@ -113,17 +115,24 @@ class SopsDecryptor:
         verify_mac: bool = True,
         secret_label: str = "decryption Secret",
         global_secret_label: str = "global age Secret",
+        workload: Credentials | None = None,
+        environ: Mapping[str, str] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> SopsDecryptor:
         """Keys from the ``decryption.secretRef`` Secret data and the ``--sops-age-secret`` data.
 
         From the global data only ``*.agekey`` entries are used. The labels name the Secrets in
-        import errors. Raises ``SopsFormatError`` for a malformed age key.
+        import errors. Raises ``SopsFormatError`` for a malformed age key or cloud credential.
+        ``workload``, ``environ`` and ``loop`` go to the key services (``keys/keyring.py``).
         """
         keyring = KeyRing.from_secret_data(
             data,
             global_age_keys=global_age_keys,
             secret_label=secret_label,
             global_secret_label=global_secret_label,
+            workload=workload,
+            environ=environ,
+            loop=loop,
         )
         h = hashlib.sha256()
         for label, source in (("secret", data), ("global", global_age_keys or {})):
