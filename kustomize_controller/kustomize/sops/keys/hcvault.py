@@ -1,16 +1,17 @@
 """HashiCorp Vault / OpenBao transit master keys (sops ``hc_vault``), as upstream decrypts them.
 
 Contract:
-- ``VaultKeyService.decrypt(key)`` recovers a data key: ``PUT <vault_address>/v1/<engine_path>/
-  decrypt/<key_name>`` with ``{"ciphertext": <enc>}`` and the headers ``X-Vault-Token`` (when a
-  token is known), ``X-Vault-Request: true`` and ``X-Vault-Namespace`` (``VAULT_NAMESPACE``); the
+- ``decrypt_data_key(key, context)`` (the key-service entry point) recovers a data key:
+  ``PUT <vault_address>/v1/<engine_path>/decrypt/<key_name>`` with ``{"ciphertext": <enc>}`` and
+  the headers ``X-Vault-Token`` (when a token is known), ``X-Vault-Request: true`` and ``X-Vault-Namespace`` (``VAULT_NAMESPACE``); the
   answer's ``data.plaintext`` (std base64) is the key. ``VAULT_ADDR`` plays no part: the address
   is the file's.
-- The token, in upstream's order (``VaultTokens``): the decryption Secret's ``sops.vault-token``
-  (whitespace-trimmed; empty counts as absent) for every address; else, with
-  ``--sops-vault-configmap``, a login per address through Kubernetes/JWT auth (``vault_auth.py``;
-  an address missing from the ConfigMap is an error, never a fall-back); else ``VAULT_TOKEN``,
-  then ``~/.vault-token``, then none (Vault answers 403).
+- The token, in upstream's order: ``context.credentials.vault`` — the decryption Secret's
+  ``sops.vault-token`` (``parse_static``: whitespace-trimmed, an empty one counts as absent) for
+  every address, else, with ``--sops-vault-configmap``, a login per address through
+  Kubernetes/JWT auth (``vault_auth.py``; an address missing from the ConfigMap is an error,
+  never a fall-back); without either, the controller's ``VAULT_TOKEN``, then ``~/.vault-token``
+  (``HOME`` of the key services' environment), then none (Vault answers 403).
 - ``SOPS_HC_VAULT_ALLOWLIST`` as sops: ``all`` (default), ``none``, or comma-separated URI
   prefixes; errors ``Allowlist does not allow <addr>`` / ``SOPS_HC_VAULT_ALLOWLIST's entry N is
   empty``.
@@ -19,8 +20,9 @@ Contract:
   403. Errors:\\n\\n* permission denied`` (or ``transit backend is empty``, ``no decrypted data``,
   ``decrypted plaintext data cannot be cast to string``, ``cannot decode base64 plaintext into
   data key bytes``). No token ever appears in one.
-- Every call has a timeout: ``VAULT_CLIENT_TIMEOUT`` (seconds or a Go duration; default 60s, as the
-  Go client). TLS from ``VAULT_CACERT``/``VAULT_CAPATH``/``VAULT_CLIENT_CERT``+``VAULT_CLIENT_KEY``/
+- Every call has a timeout: ``VAULT_CLIENT_TIMEOUT`` (seconds or a Go duration), else the key
+  services' per-call timeout (the Go client's default is 60s, beyond the per-key deadline).
+  TLS from ``VAULT_CACERT``/``VAULT_CAPATH``/``VAULT_CLIENT_CERT``+``VAULT_CLIENT_KEY``/
   ``VAULT_SKIP_VERIFY``/``VAULT_TLS_SERVER_NAME``. Not done: the Go client's ``VAULT_MAX_RETRIES``
   retries of 5xx answers (a failed decryption is retried with the reconcile).
 """
@@ -31,26 +33,27 @@ import asyncio
 import base64
 import binascii
 import json
-import os
 import posixpath
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from kustomize_controller.kustomize.sops.errors import SopsKeyError
+from kustomize_controller.kustomize.sops.keys.credentials import (
+    CredentialError,
+    Credentials,
+    KeyServiceContext,
+    VaultTokenSource,
+)
 from kustomize_controller.kustomize.sops.metadata import MasterKey
-
-if TYPE_CHECKING:
-    import aiohttp
 
 VAULT_TOKEN_KEY = "sops.vault-token"
 ALLOWLIST_ENV = "SOPS_HC_VAULT_ALLOWLIST"
 DEFAULT_TIMEOUT = 60.0
 
 
-class VaultError(SopsKeyError):
+class VaultError(CredentialError):
     """A Vault call failed; the message follows the Go client's and never holds a token."""
 
 
@@ -137,7 +140,6 @@ class VaultRequestError(Exception):
 
 
 async def vault_write(
-    session: aiohttp.ClientSession,
     config: VaultClientConfig,
     *,
     address: str,
@@ -146,7 +148,8 @@ async def vault_write(
     token: str,
 ) -> dict[str, Any] | None:
     """``Logical().Write``: PUT ``<address>/v1/<path>``; the parsed answer, or ``None`` for an empty
-    one. Raises ``VaultRequestError``."""
+    one. Raises ``VaultRequestError``. One connection per call: a reconcile makes at most one
+    login and one decryption per Vault key, and no session outlives it."""
     import aiohttp
     from yarl import URL
 
@@ -158,7 +161,7 @@ async def vault_write(
     if config.namespace:
         headers["X-Vault-Namespace"] = config.namespace
     try:
-        async with session.put(
+        async with aiohttp.ClientSession() as session, session.put(
             url,
             json=dict(body),
             headers=headers,
@@ -212,84 +215,67 @@ def data_key_from_answer(answer: Mapping[str, Any] | None) -> bytes:
         raise ValueError("cannot decode base64 plaintext into data key bytes") from None
 
 
-class LoginSource(Protocol):
-    """Kubernetes/JWT auth: a Vault token for one address (``vault_auth.VaultKubernetesAuth``)."""
+class StaticVaultToken:
+    """``sops.vault-token`` from the decryption Secret: one token for every address."""
 
-    async def token_for(self, address: str) -> str: ...
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "StaticVaultToken(<redacted>)"
+
+    async def vault_token(self, address: str) -> str | None:
+        return self._token
 
 
-class VaultTokens:
-    """The token each Vault address gets during one reconcile, in upstream's order."""
+def parse_static(value: bytes) -> Credentials:
+    """The ``sops.vault-token`` entry (whitespace-trimmed; an empty one counts as absent)."""
+    token = value.decode("utf-8", errors="replace").strip()
+    return Credentials(vault=StaticVaultToken(token)) if token else Credentials()
 
-    def __init__(self, *, secret_token: str, login: LoginSource | None, config: VaultClientConfig) -> None:
-        self._secret_token = secret_token.strip()
-        self._login = login
-        self._config = config
 
-    @classmethod
-    def from_secret_data(
-        cls, data: Mapping[str, bytes], *, login: LoginSource | None, config: VaultClientConfig
-    ) -> VaultTokens:
-        raw = data.get(VAULT_TOKEN_KEY, b"")
-        return cls(secret_token=raw.decode("utf-8", errors="replace"), login=login, config=config)
-
-    @property
-    def handled_by_controller(self) -> bool:
-        """Upstream's own key service handles Vault (else sops' default server, with ambient tokens)."""
-        return bool(self._secret_token) or self._login is not None
-
-    async def token_for(self, address: str) -> str:
-        if self._secret_token:
-            return self._secret_token
-        if self._login is not None:
-            return await self._login.token_for(address)
+async def ambient_token(config: VaultClientConfig) -> str:
+    """sops' default server: ``VAULT_TOKEN``, else ``~/.vault-token``, else none."""
+    if config.env_token:
+        return config.env_token
+    path = config.token_file
+    if path is None:
         return ""
-
-    async def ambient_token(self) -> str:
-        """sops' default server: ``VAULT_TOKEN``, else ``~/.vault-token``, else none."""
-        if self._config.env_token:
-            return self._config.env_token
-        path = self._config.token_file
-        if path is None:
-            return ""
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return ""
-        except OSError as err:
-            raise VaultError(f"cannot get Vault token: {err.strerror or err}") from None
-        return text.strip()
+    try:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except OSError as err:
+        raise VaultError(f"cannot get Vault token: {err.strerror or err}") from None
+    return text.strip()
 
 
-class VaultKeyService:
-    """Decrypts ``hc_vault`` master keys with the tokens of one reconcile."""
-
-    def __init__(self, *, session: aiohttp.ClientSession, config: VaultClientConfig, tokens: VaultTokens) -> None:
-        self._session = session
-        self._config = config
-        self._tokens = tokens
-
-    async def decrypt(self, key: MasterKey) -> bytes:
-        address = key.name
-        engine_path = key.extra.get("engine_path", "")
-        key_name = key.extra.get("key_name", "")
-        full_path = _join(engine_path, "decrypt", key_name)
-        if self._tokens.handled_by_controller:
-            token = await self._tokens.token_for(address)
-            check_allowlist(self._config.allowlist, address)
-        else:
-            check_allowlist(self._config.allowlist, address)
-            token = await self._tokens.ambient_token()
-        prefix = f"failed to decrypt sops data key from Vault transit backend '{full_path}'"
-        try:
-            answer = await vault_write(
-                self._session, self._config, address=address, path=full_path,
-                body={"ciphertext": key.enc}, token=token,
-            )
-            return data_key_from_answer(answer)
-        except (VaultRequestError, ValueError) as err:
-            raise VaultError(f"{prefix}: {err}") from None
+async def client_config(context: KeyServiceContext) -> VaultClientConfig:
+    """The Vault client settings from the key services' environment (``VAULT_CLIENT_TIMEOUT``
+    unset: the key services' per-call timeout)."""
+    environ = context.environ
+    if "VAULT_CLIENT_TIMEOUT" not in environ:
+        environ = {**environ, "VAULT_CLIENT_TIMEOUT": f"{context.timeout:g}s"}
+    return await asyncio.to_thread(VaultClientConfig.from_env, environ)
 
 
-def default_config() -> VaultClientConfig:
-    return VaultClientConfig.from_env(os.environ)
+async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
+    """The key-service entry point (``services.KEY_SERVICES['hc_vault']``)."""
+    config = await client_config(context)
+    return await decrypt_with(key, config, context.credentials.vault)
+
+
+async def decrypt_with(key: MasterKey, config: VaultClientConfig, source: VaultTokenSource | None) -> bytes:
+    address = key.name
+    full_path = _join(key.extra.get("engine_path", ""), "decrypt", key.extra.get("key_name", ""))
+    if source is not None:  # upstream's own key service: Secret token or Kubernetes auth
+        token = await source.vault_token(address) or ""
+        check_allowlist(config.allowlist, address)
+    else:  # sops' default key service: the controller's ambient token
+        check_allowlist(config.allowlist, address)
+        token = await ambient_token(config)
+    try:
+        answer = await vault_write(config, address=address, path=full_path, body={"ciphertext": key.enc}, token=token)
+        return data_key_from_answer(answer)
+    except (VaultRequestError, ValueError) as err:
+        raise VaultError(f"failed to decrypt sops data key from Vault transit backend '{full_path}': {err}") from None

@@ -34,7 +34,7 @@ KEY_SERVICES: dict[str, str | None] = {
     "kms": None,  # f"{_PACKAGE}.awskms"
     "gcp_kms": None,  # f"{_PACKAGE}.gcpkms"
     "azure_kv": None,  # f"{_PACKAGE}.azkv"
-    "hc_vault": None,  # Vault/OpenBao transit (issue 23b): f"{_PACKAGE}.hcvault"
+    "hc_vault": f"{_PACKAGE}.hcvault",
     "hckms": None,  # HuaweiCloud KMS: not supported (docs/differences.md)
 }
 

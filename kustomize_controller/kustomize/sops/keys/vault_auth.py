@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -35,9 +35,6 @@ from kustomize_controller.kustomize.sops.keys.hcvault import (
     VaultRequestError,
     vault_write,
 )
-
-if TYPE_CHECKING:
-    import aiohttp
 
 CONFIG_KEY = "config.yaml"
 
@@ -76,12 +73,11 @@ def parse_login_paths(text: str) -> dict[str, str]:
 
 
 class VaultKubernetesAuth:
-    """Vault tokens by Kubernetes auth for one reconcile (``hcvault.LoginSource``)."""
+    """Vault tokens by Kubernetes auth for one reconcile (a ``credentials.VaultTokenSource``)."""
 
     def __init__(
         self,
         *,
-        session: aiohttp.ClientSession,
         config: VaultClientConfig,
         client: ApiClient,
         configmap: tuple[str, str],
@@ -89,7 +85,6 @@ class VaultKubernetesAuth:
     ) -> None:
         """``client``: reads the ConfigMap (``get``); ``issue(address)``: a Kubernetes token with
         that audience (object or controller level, through the token cache)."""
-        self._session = session
         self._config = config
         self._client = client
         self._configmap = configmap
@@ -117,7 +112,7 @@ class VaultKubernetesAuth:
         except ValueError as err:
             raise VaultError(f"failed to parse '{CONFIG_KEY}' in Vault ConfigMap '{self._label}': {err}") from None
 
-    async def token_for(self, address: str) -> str:
+    async def vault_token(self, address: str) -> str | None:
         async with self._lock:
             if address in self._tokens:
                 return self._tokens[address]
@@ -145,7 +140,7 @@ class VaultKubernetesAuth:
         where = f"Vault '{address}' at login path '{login_path}' as role '{role}'"
         try:
             answer = await vault_write(
-                self._session, self._config, address=address, path=login_path,
+                self._config, address=address, path=login_path,
                 body={"role": role, "jwt": jwt}, token="",
             )
         except VaultRequestError as err:

@@ -10,17 +10,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.kustomize.sops.identity.serviceaccount import IdentityError
+from kustomize_controller.kustomize.sops.keys.credentials import Credentials, KeyServiceContext
 from kustomize_controller.kustomize.sops.keys.hcvault import (
+    StaticVaultToken,
     VaultClientConfig,
     VaultError,
-    VaultKeyService,
-    VaultTokens,
     check_allowlist,
+    decrypt_data_key,
+    decrypt_with,
+    parse_static,
 )
 from kustomize_controller.kustomize.sops.keys.vault_auth import VaultKubernetesAuth, parse_login_paths
 from kustomize_controller.kustomize.sops.metadata import MasterKey
@@ -42,45 +44,34 @@ async def vault() -> AsyncIterator[FakeVault]:
     await fake.stop()
 
 
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
-
-
 def vault_key(vault: FakeVault, mount: str = "sops", name: str = "firstkey", address: str | None = None) -> MasterKey:
     return MasterKey("hc_vault", address or vault.url, vault.encrypt(mount, name, DATA_KEY),
                      {"engine_path": mount, "key_name": name, "created_at": "2024-01-01T00:00:00Z"})
 
 
-def service(session: aiohttp.ClientSession, tokens: VaultTokens, config: VaultClientConfig) -> VaultKeyService:
-    return VaultKeyService(session=session, config=config, tokens=tokens)
-
-
-async def test_static_token_from_the_secret(vault: FakeVault, session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig(env_token="ignored-env-token", namespace="team-a")
-    tokens = VaultTokens.from_secret_data({"sops.vault-token": f"  {ROOT}\n".encode()}, login=None, config=config)
+async def test_static_token_from_the_secret(vault: FakeVault) -> None:
+    credentials = parse_static(f"  {ROOT}\n".encode())
+    context = KeyServiceContext(credentials=credentials, environ={
+        "VAULT_TOKEN": "ignored-env-token", "VAULT_NAMESPACE": "team-a", "HOME": "/nonexistent"})
     key = vault_key(vault)
-    assert await service(session, tokens, config).decrypt(key) == DATA_KEY
+    assert await decrypt_data_key(key, context) == DATA_KEY
     sent = vault.requests[-1]
     assert (sent.method, sent.path, sent.body) == ("PUT", "/v1/sops/decrypt/firstkey", {"ciphertext": key.enc})
     assert sent.headers["X-Vault-Token"] == ROOT
     assert sent.headers["X-Vault-Request"] == "true"
     assert sent.headers["X-Vault-Namespace"] == "team-a"
+    assert "very-secret" not in repr(credentials)
 
 
-async def test_nested_engine_path(vault: FakeVault, session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig()
-    tokens = VaultTokens(secret_token=ROOT, login=None, config=config)
-    assert await service(session, tokens, config).decrypt(vault_key(vault, "a/b", "nested")) == DATA_KEY
+async def test_nested_engine_path(vault: FakeVault) -> None:
+    key = vault_key(vault, "a/b", "nested")
+    assert await decrypt_with(key, VaultClientConfig(), StaticVaultToken(ROOT)) == DATA_KEY
     assert vault.requests[-1].path == "/v1/a/b/decrypt/nested"
 
 
-async def test_permission_denied_has_the_go_client_text(vault: FakeVault, session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig()
-    tokens = VaultTokens(secret_token="wrong-secret-token", login=None, config=config)
+async def test_permission_denied_has_the_go_client_text(vault: FakeVault) -> None:
     with pytest.raises(VaultError) as caught:
-        await service(session, tokens, config).decrypt(vault_key(vault))
+        await decrypt_with(vault_key(vault), VaultClientConfig(), StaticVaultToken("wrong-secret-token"))
     assert str(caught.value) == (
         "failed to decrypt sops data key from Vault transit backend 'sops/decrypt/firstkey': "
         f"Error making API request.\n\nURL: PUT {vault.url}/v1/sops/decrypt/firstkey\nCode: 403. Errors:\n\n"
@@ -89,48 +80,37 @@ async def test_permission_denied_has_the_go_client_text(vault: FakeVault, sessio
     assert "wrong-secret-token" not in str(caught.value)
 
 
-async def test_unknown_mount_and_wrong_ciphertext(vault: FakeVault, session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig()
-    tokens = VaultTokens(secret_token=ROOT, login=None, config=config)
+async def test_unknown_mount_and_wrong_ciphertext(vault: FakeVault) -> None:
     key = vault_key(vault)
     missing = MasterKey("hc_vault", vault.url, key.enc, {"engine_path": "nope", "key_name": "firstkey"})
     with pytest.raises(VaultError, match=r"(?s)'nope/decrypt/firstkey': Error making API request.*Code: 404\. Errors:"):
-        await service(session, tokens, config).decrypt(missing)
+        await decrypt_with(missing, VaultClientConfig(), StaticVaultToken(ROOT))
     bad = MasterKey("hc_vault", vault.url, "vault:v1:" + base64.b64encode(os.urandom(40)).decode(), key.extra)
     with pytest.raises(VaultError, match=r"Code: 400\. Errors:\n\n\* cipher: message authentication failed$"):
-        await service(session, tokens, config).decrypt(bad)
+        await decrypt_with(bad, VaultClientConfig(), StaticVaultToken(ROOT))
 
 
-async def test_unreachable_vault_fails_with_the_url(session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig(timeout=5)
-    tokens = VaultTokens(secret_token=ROOT, login=None, config=config)
+async def test_unreachable_vault_fails_with_the_url() -> None:
     key = MasterKey("hc_vault", "http://127.0.0.1:9", "vault:v1:AAAA", {"engine_path": "sops", "key_name": "k"})
     with pytest.raises(VaultError) as caught:
-        await service(session, tokens, config).decrypt(key)
+        await decrypt_with(key, VaultClientConfig(timeout=5), StaticVaultToken(ROOT))
     assert str(caught.value).startswith(
         "failed to decrypt sops data key from Vault transit backend 'sops/decrypt/k': "
         'Put "http://127.0.0.1:9/v1/sops/decrypt/k": ')
 
 
-async def test_ambient_vault_token_then_home_file(vault: FakeVault, session: aiohttp.ClientSession,
-                                                  tmp_path: Path) -> None:
-    env_config = VaultClientConfig(env_token=ROOT, token_file=tmp_path / ".vault-token")
-    tokens = VaultTokens.from_secret_data({"sops.vault-token": b"  \n"}, login=None, config=env_config)
-    assert not tokens.handled_by_controller  # an empty Secret value counts as absent
-    assert await service(session, tokens, env_config).decrypt(vault_key(vault)) == DATA_KEY
+async def test_ambient_vault_token_then_home_file(vault: FakeVault, tmp_path: Path) -> None:
+    assert parse_static(b"  \n") == Credentials()  # an empty Secret value counts as absent
+    context = KeyServiceContext(environ={"VAULT_TOKEN": ROOT, "HOME": str(tmp_path)})
+    assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
     assert vault.requests[-1].headers["X-Vault-Token"] == ROOT
 
     (tmp_path / ".vault-token").write_text(ROOT + "\n")
-    file_config = VaultClientConfig.from_env({"HOME": str(tmp_path)})
-    assert file_config.token_file == tmp_path / ".vault-token"
-    tokens = VaultTokens(secret_token="", login=None, config=file_config)
-    assert await service(session, tokens, file_config).decrypt(vault_key(vault)) == DATA_KEY
+    assert await decrypt_data_key(vault_key(vault), KeyServiceContext(environ={"HOME": str(tmp_path)})) == DATA_KEY
     assert vault.requests[-1].headers["X-Vault-Token"] == ROOT
 
-    none_config = VaultClientConfig(token_file=tmp_path / "absent")
-    tokens = VaultTokens(secret_token="", login=None, config=none_config)
     with pytest.raises(VaultError, match=r"Code: 403"):
-        await service(session, tokens, none_config).decrypt(vault_key(vault))
+        await decrypt_data_key(vault_key(vault), KeyServiceContext(environ={"HOME": str(tmp_path / "absent")}))
     assert "X-Vault-Token" not in vault.requests[-1].headers
 
 
@@ -138,6 +118,7 @@ def test_client_config_from_env() -> None:
     config = VaultClientConfig.from_env({"VAULT_CLIENT_TIMEOUT": "7", "VAULT_TOKEN": " t \n", "HOME": "/h",
                                          "VAULT_ADDR": "http://elsewhere:8200"})
     assert (config.timeout, config.env_token, config.ssl) == (7.0, "t", True)
+    assert config.token_file == Path("/h/.vault-token")
     assert VaultClientConfig.from_env({"VAULT_CLIENT_TIMEOUT": "1m30s", "HOME": "/h"}).timeout == 90.0
     assert VaultClientConfig.from_env({"HOME": "/h"}).timeout == 60.0
 
@@ -159,11 +140,11 @@ def test_allowlist(allowlist: str, address: str, error: str | None) -> None:
             check_allowlist(allowlist, address)
 
 
-async def test_allowlist_applies_to_decryption(vault: FakeVault, session: aiohttp.ClientSession) -> None:
-    config = VaultClientConfig(allowlist="https://trusted:8200")
-    tokens = VaultTokens(secret_token=ROOT, login=None, config=config)
+async def test_allowlist_applies_to_decryption(vault: FakeVault) -> None:
+    context = KeyServiceContext(credentials=parse_static(ROOT.encode()),
+                                environ={"SOPS_HC_VAULT_ALLOWLIST": "https://trusted:8200"})
     with pytest.raises(VaultError, match=f"^Allowlist does not allow {vault.url}$"):
-        await service(session, tokens, config).decrypt(vault_key(vault))
+        await decrypt_data_key(vault_key(vault), context)
     assert vault.requests == []
 
 
@@ -199,62 +180,58 @@ def issuer(namespace: str = "apps", name: str = "decryptor") -> tuple[list[str],
     return issued, issue
 
 
-def k8s_auth(
-    vault: FakeVault, session: aiohttp.ClientSession, configmaps: ConfigMaps, issue: Any
-) -> VaultKubernetesAuth:
-    return VaultKubernetesAuth(session=session, config=VaultClientConfig(), client=configmaps,
+def k8s_auth(configmaps: ConfigMaps, issue: Any) -> VaultKubernetesAuth:
+    return VaultKubernetesAuth(config=VaultClientConfig(), client=configmaps,
                                configmap=("flux-system", "vault-config"), issue=issue)
 
 
-async def test_kubernetes_auth_logs_in_once_per_address(vault: FakeVault, session: aiohttp.ClientSession) -> None:
+async def test_kubernetes_auth_logs_in_once_per_address(vault: FakeVault) -> None:
     vault.add_role("auth/kubernetes/login", "apps_decryptor",
                    Role(service_account="apps:decryptor", audience=vault.url, policies=("sops/firstkey",)))
     configmaps = ConfigMaps(login_config(vault))
     issued, issue = issuer()
-    config = VaultClientConfig(env_token="env-token-is-not-used")
-    tokens = VaultTokens(secret_token="", login=k8s_auth(vault, session, configmaps, issue), config=config)
-    keys = service(session, tokens, config)
-    assert await keys.decrypt(vault_key(vault)) == DATA_KEY
-    assert await keys.decrypt(vault_key(vault)) == DATA_KEY
+    auth = k8s_auth(configmaps, issue)
+    context = KeyServiceContext(credentials=Credentials(vault=auth), environ={"VAULT_TOKEN": "env-token-not-used"})
+    assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
+    assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
     assert issued == [vault.url]  # audience = the Vault address; one login for the reconcile
     assert configmaps.reads == 1
     login = vault.requests[0]
     assert (login.method, login.path, login.body["role"]) == ("PUT", "/v1/auth/kubernetes/login", "apps_decryptor")
+    assert login.body["jwt"].count(".") == 2
     assert "X-Vault-Token" not in login.headers
     decrypts = vault.requests[1:]
     assert [r.path for r in decrypts] == ["/v1/sops/decrypt/firstkey"] * 2
     assert decrypts[0].headers["X-Vault-Token"].startswith("hvs.")
 
 
-async def test_kubernetes_auth_namespaced_login_path(vault: FakeVault, session: aiohttp.ClientSession) -> None:
+async def test_kubernetes_auth_namespaced_login_path(vault: FakeVault) -> None:
     vault.add_role("ns1/ns2/auth/jwt/login", "apps_decryptor",
                    Role(service_account="apps:decryptor", audience=vault.url, policies=("sops/firstkey",)))
     _, issue = issuer()
-    auth = k8s_auth(vault, session, ConfigMaps(login_config(vault, "ns1/ns2/auth/jwt/login")), issue)
-    assert (await auth.token_for(vault.url)).startswith("hvs.")
+    auth = k8s_auth(ConfigMaps(login_config(vault, "ns1/ns2/auth/jwt/login")), issue)
+    assert str(await auth.vault_token(vault.url)).startswith("hvs.")
     assert vault.requests[0].path == "/v1/ns1/ns2/auth/jwt/login"
 
 
-async def test_kubernetes_auth_errors(vault: FakeVault, session: aiohttp.ClientSession) -> None:
+async def test_kubernetes_auth_errors(vault: FakeVault) -> None:
     _, issue = issuer()
     cm = "ConfigMap 'flux-system/vault-config'"
     with pytest.raises(VaultError, match=r"^failed to get Vault ConfigMap 'flux-system/vault-config': "
                                          'configmaps "vault-config" not found$'):
-        await k8s_auth(vault, session, ConfigMaps(None), issue).token_for(vault.url)
+        await k8s_auth(ConfigMaps(None), issue).vault_token(vault.url)
     with pytest.raises(VaultError, match=f"^Vault {cm} is missing the 'config.yaml' key$"):
-        await k8s_auth(vault, session, ConfigMaps({"other": ""}), issue).token_for(vault.url)
+        await k8s_auth(ConfigMaps({"other": ""}), issue).vault_token(vault.url)
     with pytest.raises(VaultError, match=f"^failed to parse 'config.yaml' in Vault {cm}: "):
-        await k8s_auth(vault, session, ConfigMaps({"config.yaml": "instances: ["}), issue).token_for(vault.url)
+        await k8s_auth(ConfigMaps({"config.yaml": "instances: ["}), issue).vault_token(vault.url)
     # the ConfigMap is the allow-list: an exact address match, no fall-back to VAULT_TOKEN
-    auth = k8s_auth(vault, session, ConfigMaps(login_config(vault)), issue)
-    config = VaultClientConfig(env_token=ROOT)
-    tokens = VaultTokens(secret_token="", login=auth, config=config)
-    key = vault_key(vault, address=vault.url + "/")
+    auth = k8s_auth(ConfigMaps(login_config(vault)), issue)
+    context = KeyServiceContext(credentials=Credentials(vault=auth), environ={"VAULT_TOKEN": ROOT})
     with pytest.raises(VaultError, match=f"^no Vault login path configured for address '{vault.url}/' in {cm}$"):
-        await service(session, tokens, config).decrypt(key)
+        await decrypt_data_key(vault_key(vault, address=vault.url + "/"), context)
     # no role for this ServiceAccount
     with pytest.raises(VaultError) as caught:
-        await auth.token_for(vault.url)
+        await auth.vault_token(vault.url)
     assert str(caught.value) == (
         f"failed to authenticate with Vault '{vault.url}' at login path 'auth/kubernetes/login' as role "
         f"'apps_decryptor': Error making API request.\n\nURL: PUT {vault.url}/v1/auth/kubernetes/login\n"
@@ -262,29 +239,29 @@ async def test_kubernetes_auth_errors(vault: FakeVault, session: aiohttp.ClientS
     assert "eyJ" not in str(caught.value)  # the JWT is never shown
 
 
-async def test_kubernetes_auth_token_and_role_errors(vault: FakeVault, session: aiohttp.ClientSession) -> None:
+async def test_kubernetes_auth_token_and_role_errors(vault: FakeVault) -> None:
     async def failing(audience: str) -> str:
         raise IdentityError("failed to get service account 'apps/decryptor': serviceaccounts \"decryptor\" not found")
 
-    auth = k8s_auth(vault, session, ConfigMaps(login_config(vault)), failing)
+    auth = k8s_auth(ConfigMaps(login_config(vault)), failing)
     with pytest.raises(VaultError, match=r"^failed to issue Kubernetes token for Vault authentication: failed to get "
                                          "service account 'apps/decryptor': serviceaccounts \"decryptor\" not found$"):
-        await auth.token_for(vault.url)
+        await auth.vault_token(vault.url)
 
     async def opaque(audience: str) -> str:
         return "opaque-token"
 
-    auth = k8s_auth(vault, session, ConfigMaps(login_config(vault)), opaque)
+    auth = k8s_auth(ConfigMaps(login_config(vault)), opaque)
     with pytest.raises(VaultError, match=r"^failed to derive Vault role for authentication: not a JWT$"):
-        await auth.token_for(vault.url)
+        await auth.vault_token(vault.url)
 
     vault.add_role("auth/kubernetes/login", "apps_decryptor",
                    Role(service_account="apps:other", audience=vault.url, policies=()))
     _, issue = issuer()
-    auth = k8s_auth(vault, session, ConfigMaps(login_config(vault)), issue)
+    auth = k8s_auth(ConfigMaps(login_config(vault)), issue)
     denied = r"(?s)as role 'apps_decryptor': .*Code: 403\. Errors:\n\n\* permission denied$"
     with pytest.raises(VaultError, match=denied):
-        await auth.token_for(vault.url)
+        await auth.vault_token(vault.url)
 
 
 def test_parse_login_paths() -> None:
