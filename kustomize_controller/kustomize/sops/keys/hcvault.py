@@ -4,8 +4,8 @@ Contract:
 - ``decrypt_data_key(key, context)`` (the key-service entry point) recovers a data key:
   ``PUT <vault_address>/v1/<engine_path>/decrypt/<key_name>`` with ``{"ciphertext": <enc>}`` and
   the headers ``X-Vault-Token`` (when a token is known), ``X-Vault-Request: true`` and
-  ``X-Vault-Namespace`` (``VAULT_NAMESPACE``); the answer's ``data.plaintext`` (std base64) is the key. ``VAULT_ADDR`` plays no part: the address
-  is the file's.
+  ``X-Vault-Namespace`` (``VAULT_NAMESPACE``); the answer's ``data.plaintext`` (std base64) is
+  the key. ``VAULT_ADDR`` plays no part: the address is the file's.
 - The token, in upstream's order: ``context.credentials.vault`` — the decryption Secret's
   ``sops.vault-token`` (``parse_static``: whitespace-trimmed, an empty one counts as absent) for
   every address, else, with ``--sops-vault-configmap``, a login per address through
