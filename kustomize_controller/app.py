@@ -140,9 +140,14 @@ def _map_with_log(func: Callable[[Any], list[Request]], what: str) -> Callable[[
             return func(obj)
         except CircularDependencyError as err:
             meta = obj.get("metadata") or {}
-            _log.error(f"failed to sort dependencies for {what}", error=str(err),
-                       name=meta.get("name"), namespace=meta.get("namespace"))
+            _log.error(
+                f"failed to sort dependencies for {what}",
+                error=str(err),
+                name=meta.get("name"),
+                namespace=meta.get("namespace"),
+            )
             return []
+
     return mapped
 
 
@@ -150,11 +155,19 @@ async def _configure_throttling(client: KubeClient, settings: Settings) -> None:
     """No client-side limiter where the API server has priority and fairness (kube/flowcontrol.py)."""
     throttling = await configure_throttling(client, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
     if throttling.mode == "priority-and-fairness":
-        _log.info("API Priority and Fairness is enabled on the API server: client-side throttling is off",
-                  server=client.config.server)
+        _log.info(
+            "API Priority and Fairness is enabled on the API server: client-side throttling is off",
+            server=client.config.server,
+        )
     else:
-        _log.info("client-side throttling of API requests", server=client.config.server, mode=throttling.mode,
-                  qps=throttling.qps, burst=throttling.burst, probe_error=throttling.probe_error or None)
+        _log.info(
+            "client-side throttling of API requests",
+            server=client.config.server,
+            mode=throttling.mode,
+            qps=throttling.qps,
+            burst=throttling.burst,
+            probe_error=throttling.probe_error or None,
+        )
 
 
 async def run_controller(
@@ -317,15 +330,23 @@ async def run_controller(
             await client.close()
 
 
-def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, settings: Settings,
-                            runtime_namespace: str) -> ConversionWebhook | None:
+def _add_conversion_webhook(
+    manager: Manager, client: KubeClient, clock: Clock, settings: Settings, runtime_namespace: str
+) -> ConversionWebhook | None:
     """The conversion webhook of the old Kustomization versions, on every replica (no leadership)."""
     if settings.webhook_addr in ("", "0"):
         return None
-    webhook = ConversionWebhook(client=client, clock=clock, options=WebhookOptions(
-        addr=settings.webhook_addr, url=settings.webhook_url, cert_dir=settings.webhook_cert_dir,
-        namespace=runtime_namespace),
-        leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
+    webhook = ConversionWebhook(
+        client=client,
+        clock=clock,
+        options=WebhookOptions(
+            addr=settings.webhook_addr,
+            url=settings.webhook_url,
+            cert_dir=settings.webhook_cert_dir,
+            namespace=runtime_namespace,
+        ),
+        leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True),
+    )
     manager.add_runnable("conversion-webhook", webhook.run)
     return webhook
 

@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Protocol
 
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
+from kustomize_controller.runtime.clock import Clock, RealClock
 
 
 class CredentialError(SopsKeyError):
@@ -100,9 +101,11 @@ class Credentials:
 @dataclass(frozen=True, slots=True)
 class KeyServiceContext:
     """What a key service gets besides the master key: credentials, the environment it reads
-    endpoint overrides from (a snapshot, never ``os.environ`` itself), and its network timeout."""
+    endpoint overrides and controller-level chains from (a snapshot, never ``os.environ``
+    itself), the clock (request signing, token expiry) and its timeouts."""
 
     credentials: Credentials = field(default_factory=Credentials)
     environ: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 20.0  # seconds, per network call
     deadline: float = 60.0  # seconds, per master key (every call it needs, credentials included)
+    clock: Clock = field(default_factory=RealClock)

@@ -31,7 +31,7 @@ from kustomize_controller.kustomize.sops.metadata import MasterKey
 _PACKAGE = "kustomize_controller.kustomize.sops.keys"
 
 KEY_SERVICES: dict[str, str | None] = {
-    "kms": None,  # f"{_PACKAGE}.awskms"
+    "kms": f"{_PACKAGE}.awskms",
     "gcp_kms": None,  # f"{_PACKAGE}.gcpkms"
     "azure_kv": None,  # f"{_PACKAGE}.azkv"
     "hc_vault": f"{_PACKAGE}.hcvault",
