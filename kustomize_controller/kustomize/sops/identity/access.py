@@ -14,7 +14,8 @@ Contract:
   ``provider=…``, ``audiences=…``, (``providerIdentity=…``, ``serviceAccountName=…``,
   ``serviceAccountNamespace=…``), then the provider's own parts (``scopes=…``, ``stsRegion=…``,
   …). One cache event per call for the involved object.
-- Errors are ``IdentityError``; none carries a token.
+- Errors are ``IdentityError`` (a ``CredentialError``); a provider's ``CredentialError`` is wrapped
+  with the context above. None carries a token.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kustomize_controller.kustomize.sops.identity.serviceaccount import IdentityError, ServiceAccounts
+from kustomize_controller.kustomize.sops.keys.credentials import CredentialError
 from kustomize_controller.runtime.tokencache import InvolvedObject, Token, TokenCache, cache_key
 
 GATE_DISABLED = "ObjectLevelWorkloadIdentity feature gate is not enabled"
@@ -76,7 +78,7 @@ async def get_access_token(
     async def controller() -> T:
         try:
             return await provider.controller_token()
-        except IdentityError as err:
+        except CredentialError as err:
             raise IdentityError(f"failed to create provider access token for the controller: {err}") from None
 
     fetch = controller
@@ -86,11 +88,11 @@ async def get_access_token(
         if not wanted:
             try:
                 wanted = await provider.audiences(account)
-            except IdentityError as err:
+            except CredentialError as err:
                 raise IdentityError(f"failed to get provider audience: {err}") from None
         try:
             identity = provider.identity(account)
-        except IdentityError as err:
+        except CredentialError as err:
             raise IdentityError(
                 f"failed to get provider identity from service account '{namespace}/{name}' annotations: {err}"
             ) from None
@@ -101,7 +103,7 @@ async def get_access_token(
             kube_token = await accounts.token(namespace, name, wanted)
             try:
                 return await provider.exchange(kube_token.token, account)
-            except IdentityError as err:
+            except CredentialError as err:
                 raise IdentityError(
                     f"failed to create provider access token for service account '{namespace}/{name}': {err}"
                 ) from None

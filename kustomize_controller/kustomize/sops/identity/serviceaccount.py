@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kustomize_controller.kube.errors import ApiError, KubeError
+from kustomize_controller.kustomize.sops.keys.credentials import CredentialError
 
 CONTROLLER_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 SUBJECT_PREFIX = "system:serviceaccount:"
 
 
-class IdentityError(Exception):
+class IdentityError(CredentialError):
     """A credential could not be obtained; the message is safe to show (upstream's wording)."""
 
 

@@ -1,0 +1,127 @@
+"""The secret-less credentials of one reconcile (upstream ``Decryptor.SetAuthOptions``).
+
+Contract:
+- One ``WorkloadIdentity`` per controller, built at start-up: the controller's API client, the
+  token cache (``None`` with ``--token-cache-max-size=0``), the ``ObjectLevelWorkloadIdentity``
+  gate, ``--default-decryption-service-account``, ``--sops-vault-configmap`` (only with
+  ``RUNTIME_NAMESPACE``, as upstream) and the key services' environment.
+- ``credentials(name=…, namespace=…, service_account_name=…)`` gives the ``Credentials`` the
+  loader falls back to after the decryption Secret's (``Credentials.with_fallback``):
+  - a ServiceAccount is chosen by ``spec.decryption.serviceAccountName``, else the default flag;
+    with one, AWS, GCP and Azure get object-level providers (a TokenRequest for that
+    ServiceAccount, in the Kustomization's namespace, exchanged with the provider's STS);
+    without one they stay ``None`` and the key services use the controller's own chains;
+  - Vault gets Kubernetes auth whenever ``--sops-vault-configmap`` applies (the chosen
+    ServiceAccount's token, else the controller's own), else ``None``.
+- Tokens go through the token cache with the Kustomization as the involved object
+  (``decrypt_with_aws|gcp|azure|vault``). Nothing is fetched here: providers fetch on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kustomize_controller.kustomize.sops.identity.access import Provider, T, get_access_token
+from kustomize_controller.kustomize.sops.identity.aws import AwsProvider
+from kustomize_controller.kustomize.sops.identity.generic import KubernetesTokenProvider
+from kustomize_controller.kustomize.sops.identity.serviceaccount import (
+    CONTROLLER_TOKEN_FILE,
+    ApiClient,
+    ServiceAccounts,
+)
+from kustomize_controller.kustomize.sops.keys.credentials import AwsCredentials, Credentials, KeyServiceContext
+from kustomize_controller.kustomize.sops.keys.hcvault import VaultClientConfig
+from kustomize_controller.kustomize.sops.keys.vault_auth import VaultKubernetesAuth
+from kustomize_controller.runtime.clock import Clock, RealClock
+from kustomize_controller.runtime.tokencache import InvolvedObject, TokenCache
+
+KIND = "Kustomization"
+
+
+@dataclass(frozen=True)
+class WorkloadIdentityOptions:
+    object_level: bool = False  # the ObjectLevelWorkloadIdentity gate
+    default_service_account: str = ""  # --default-decryption-service-account
+    vault_configmap: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-vault-configmap)
+    controller_token_file: Path = CONTROLLER_TOKEN_FILE
+    timeout: float = 20.0  # per network call
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+class WorkloadIdentity:
+    def __init__(
+        self,
+        *,
+        client: ApiClient,
+        options: WorkloadIdentityOptions,
+        cache: TokenCache[Any] | None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._accounts = ServiceAccounts(client)
+        self._client = client
+        self._options = options
+        self._cache = cache
+        self._context = KeyServiceContext(environ=dict(options.environ), timeout=options.timeout,
+                                          clock=clock or RealClock())
+        # reads CA files named by VAULT_CACERT…: once, at start-up
+        self._vault_config = VaultClientConfig.from_env(options.environ) if options.vault_configmap else None
+
+    @property
+    def cache(self) -> TokenCache[Any] | None:
+        return self._cache
+
+    def credentials(self, *, name: str, namespace: str, service_account_name: str = "") -> Credentials:
+        chosen = service_account_name or self._options.default_service_account
+        account = (namespace, chosen) if chosen else None
+        request = _Request(self, account, name=name, namespace=namespace)
+        vault = None
+        if self._options.vault_configmap is not None and self._vault_config is not None:
+            vault = VaultKubernetesAuth(config=self._vault_config, client=self._client,
+                                        configmap=self._options.vault_configmap, issue=request.kubernetes_token)
+        if account is None:
+            return Credentials(vault=vault)
+        return Credentials(aws=_ObjectLevelAws(request), vault=vault)
+
+    async def access_token(
+        self, provider: Provider[T], *, account: tuple[str, str] | None, involved: InvolvedObject,
+        audiences: tuple[str, ...] = (),
+    ) -> T:
+        return await get_access_token(
+            provider, accounts=self._accounts, service_account=account, object_level=self._options.object_level,
+            cache=self._cache, involved=involved, audiences=audiences,
+        )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The credentials of one Kustomization's reconcile."""
+
+    identity: WorkloadIdentity
+    account: tuple[str, str] | None
+    name: str
+    namespace: str
+
+    def involved(self, operation: str) -> InvolvedObject:
+        return InvolvedObject(KIND, self.name, self.namespace, operation)
+
+    async def kubernetes_token(self, audience: str) -> str:
+        wi = self.identity
+        provider = KubernetesTokenProvider(wi._accounts, audiences=[audience],
+                                           token_file=wi._options.controller_token_file)
+        token = await wi.access_token(provider, account=self.account, involved=self.involved("decrypt_with_vault"),
+                                      audiences=(audience,))
+        return token.token
+
+
+@dataclass(frozen=True)
+class _ObjectLevelAws:
+    request: _Request
+
+    async def aws_credentials(self, *, region: str) -> AwsCredentials:
+        wi = self.request.identity
+        token = await wi.access_token(AwsProvider(region=region, context=wi._context), account=self.request.account,
+                                      involved=self.request.involved("decrypt_with_aws"))
+        return token.credentials
