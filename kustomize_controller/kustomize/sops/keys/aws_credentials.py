@@ -77,7 +77,7 @@ class StaticCredentials:
         return self._credentials
 
 
-def parse_static(value: bytes) -> Credentials:
+def parse_static(value: bytes, context: KeyServiceContext | None = None) -> Credentials:
     try:
         doc = yaml.safe_load(value.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as err:

@@ -23,6 +23,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +44,7 @@ from kustomize_controller.kustomize.sops.metadata import MasterKey, Metadata
 AGE_EXT = ".agekey"
 PGP_EXT = ".asc"
 _CREDENTIALS = "kustomize_controller.kustomize.sops.keys"
-# decryption Secret key → module whose ``parse_static(bytes) -> Credentials`` reads it
+# decryption Secret key → module whose ``parse_static(bytes, context) -> Credentials`` reads it
 STATIC_CREDENTIALS: dict[str, str] = {
     "sops.aws-kms": f"{_CREDENTIALS}.aws_credentials",
     "sops.gcp-kms": f"{_CREDENTIALS}.gcp_credentials",
@@ -84,6 +85,7 @@ class KeyRing:
         identities = age.AgeIdentities()
         pgp_keys: dict[str, bytes] = {}
         static = Credentials()
+        base = KeyServiceContext(environ=dict(environ or {}))
         sources = [(secret_label, data, True), (global_secret_label, global_age_keys or {}, False)]
         for label, values, full in sources:
             for name in sorted(values):
@@ -96,9 +98,9 @@ class KeyRing:
                 elif name.endswith(PGP_EXT) and full:
                     pgp_keys[name] = value
                 elif name in STATIC_CREDENTIALS and full:
-                    static = static.with_fallback(_parse_static(name, value, label))
+                    static = static.with_fallback(_parse_static(name, value, label, base))
         credentials = static.with_fallback(workload) if workload is not None else static
-        context = KeyServiceContext(credentials=credentials, environ=dict(environ or {}))
+        context = dataclasses.replace(base, credentials=credentials)
         return cls(age_identities=identities, pgp_keys=pgp_keys, services=KeyServices(context, loop=loop))
 
     def close(self) -> None:
@@ -176,10 +178,10 @@ class KeyRing:
         raise SopsKeyError(message)
 
 
-def _parse_static(name: str, value: bytes, label: str) -> Credentials:
+def _parse_static(name: str, value: bytes, label: str, context: KeyServiceContext) -> Credentials:
     module: Any = importlib.import_module(STATIC_CREDENTIALS[name])
     try:
-        credentials: Credentials = module.parse_static(value)
+        credentials: Credentials = module.parse_static(value, context)
     except SopsError as err:
         raise SopsFormatError(f"failed to import '{name}' data from {label}: {err}") from None
     return credentials

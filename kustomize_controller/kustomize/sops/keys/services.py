@@ -32,8 +32,8 @@ _PACKAGE = "kustomize_controller.kustomize.sops.keys"
 
 KEY_SERVICES: dict[str, str | None] = {
     "kms": f"{_PACKAGE}.awskms",
-    "gcp_kms": None,  # f"{_PACKAGE}.gcpkms"
-    "azure_kv": None,  # f"{_PACKAGE}.azkv"
+    "gcp_kms": f"{_PACKAGE}.gcpkms",
+    "azure_kv": f"{_PACKAGE}.azkv",
     "hc_vault": f"{_PACKAGE}.hcvault",
     "hckms": None,  # HuaweiCloud KMS: not supported (docs/differences.md)
 }

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from kustomize_controller.kustomize.sops.tree import EncryptionRules
+
 from .sopsgen import Recipe, encrypt_document
 
 REGION = "eu-west-1"
@@ -55,7 +57,13 @@ class Moto:
     def document(self, arn: str, *, context: dict[str, str] | None = None, fmt: str = "yaml", **extra: str) -> bytes:
         data_key = os.urandom(32)
         entry = self.kms_entry(arn, data_key, context, **extra)
-        return encrypt_document(PLAIN, fmt, Recipe(extra_key_entries={"kms": [entry]}), key=data_key)
+        return encrypt_document(PLAIN, fmt, recipe(extra_key_entries={"kms": [entry]}), key=data_key)
+
+
+def recipe(**kwargs: Any) -> Recipe:
+    """Only ``data``/``stringData`` encrypted, as Flux users configure sops: kustomize must be able
+    to read the kind and name of the document before it is decrypted."""
+    return Recipe(rules=EncryptionRules(encrypted_regex="^(data|stringData)$"), **kwargs)
 
 
 @pytest.fixture(scope="session")
