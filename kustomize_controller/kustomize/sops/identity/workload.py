@@ -26,13 +26,21 @@ from typing import Any
 
 from kustomize_controller.kustomize.sops.identity.access import Provider, T, get_access_token
 from kustomize_controller.kustomize.sops.identity.aws import AwsProvider
+from kustomize_controller.kustomize.sops.identity.azure import AzureProvider
+from kustomize_controller.kustomize.sops.identity.gcp import IAM_CREDENTIALS_URL, GcpProvider, GkeMetadata
+from kustomize_controller.kustomize.sops.identity.gcp import STS_URL as GCP_STS_URL
 from kustomize_controller.kustomize.sops.identity.generic import KubernetesTokenProvider
 from kustomize_controller.kustomize.sops.identity.serviceaccount import (
     CONTROLLER_TOKEN_FILE,
     ApiClient,
     ServiceAccounts,
 )
-from kustomize_controller.kustomize.sops.keys.credentials import AwsCredentials, Credentials, KeyServiceContext
+from kustomize_controller.kustomize.sops.keys.credentials import (
+    AccessToken,
+    AwsCredentials,
+    Credentials,
+    KeyServiceContext,
+)
 from kustomize_controller.kustomize.sops.keys.hcvault import VaultClientConfig
 from kustomize_controller.kustomize.sops.keys.vault_auth import VaultKubernetesAuth
 from kustomize_controller.runtime.clock import Clock, RealClock
@@ -49,6 +57,9 @@ class WorkloadIdentityOptions:
     controller_token_file: Path = CONTROLLER_TOKEN_FILE
     timeout: float = 20.0  # per network call
     environ: Mapping[str, str] = field(default_factory=dict)
+    # Google's STS and IAM Credentials (upstream has no override; tests point them at loopback)
+    gcp_sts_url: str = GCP_STS_URL
+    gcp_iam_url: str = IAM_CREDENTIALS_URL
 
 
 class WorkloadIdentity:
@@ -66,6 +77,7 @@ class WorkloadIdentity:
         self._cache = cache
         self._context = KeyServiceContext(environ=dict(options.environ), timeout=options.timeout,
                                           clock=clock or RealClock())
+        self._gke = GkeMetadata(self._context)  # read once per controller, as upstream
         # reads CA files named by VAULT_CACERT…: once, at start-up
         self._vault_config = VaultClientConfig.from_env(options.environ) if options.vault_configmap else None
 
@@ -83,7 +95,8 @@ class WorkloadIdentity:
                                         configmap=self._options.vault_configmap, issue=request.kubernetes_token)
         if account is None:
             return Credentials(vault=vault)
-        return Credentials(aws=_ObjectLevelAws(request), vault=vault)
+        return Credentials(aws=_ObjectLevelAws(request), gcp=_ObjectLevelGcp(request),
+                           azure=_ObjectLevelAzure(request), vault=vault)
 
     async def access_token(
         self, provider: Provider[T], *, account: tuple[str, str] | None, involved: InvolvedObject,
@@ -125,3 +138,27 @@ class _ObjectLevelAws:
         token = await wi.access_token(AwsProvider(region=region, context=wi._context), account=self.request.account,
                                       involved=self.request.involved("decrypt_with_aws"))
         return token.credentials
+
+
+@dataclass(frozen=True)
+class _ObjectLevelGcp:
+    request: _Request
+
+    async def gcp_token(self) -> AccessToken:
+        wi = self.request.identity
+        provider = GcpProvider(context=wi._context, metadata=wi._gke, sts_url=wi._options.gcp_sts_url,
+                               iam_url=wi._options.gcp_iam_url)
+        token = await wi.access_token(provider, account=self.request.account,
+                                      involved=self.request.involved("decrypt_with_gcp"))
+        return token.access
+
+
+@dataclass(frozen=True)
+class _ObjectLevelAzure:
+    request: _Request
+
+    async def azure_token(self, scope: str) -> AccessToken:
+        wi = self.request.identity
+        token = await wi.access_token(AzureProvider(scope=scope, context=wi._context), account=self.request.account,
+                                      involved=self.request.involved("decrypt_with_azure"))
+        return token.access
