@@ -1,8 +1,9 @@
 """One access token for a key service: fluxcd/pkg ``auth.GetAccessToken``.
 
 Contract:
-- With no ServiceAccount: the provider's controller-level token (the controller's own identity).
-  Failure: ``failed to create provider access token for the controller: <err>``.
+- With no ServiceAccount: the provider's controller-level token (the controller's own identity);
+  the provider words its failure ``failed to create provider access token for the controller:
+  <err>`` (the key services' own chains already do).
 - With a ServiceAccount ``(namespace, name)``, on every call (cached or not): GET it, take the
   audiences (the caller's, else the provider's from its annotations: ``failed to get provider
   audience: <err>``) and the identity (``failed to get provider identity from service account
@@ -47,7 +48,9 @@ class Provider(Protocol[T_co]):
 
     def identity(self, service_account: Mapping[str, Any]) -> str: ...
 
-    async def controller_token(self) -> T_co: ...
+    async def controller_token(self) -> T_co:
+        """Raises ``CredentialError`` worded ``failed to create provider access token for the controller: …``."""
+        ...
 
     async def exchange(self, kube_token: str, service_account: Mapping[str, Any]) -> T_co: ...
 
@@ -75,13 +78,7 @@ async def get_access_token(
     wanted = list(audiences)
     parts = [f"provider={provider.name}"]
 
-    async def controller() -> T:
-        try:
-            return await provider.controller_token()
-        except CredentialError as err:
-            raise IdentityError(f"failed to create provider access token for the controller: {err}") from None
-
-    fetch = controller
+    fetch = provider.controller_token
     if service_account is not None:
         namespace, name = service_account
         account = await accounts.get(namespace, name)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kustomize_controller.kustomize.sops.identity.serviceaccount import (
     CONTROLLER_TOKEN_FILE,
+    IdentityError,
     KubeToken,
     ServiceAccounts,
     controller_service_account,
@@ -42,8 +43,11 @@ class KubernetesTokenProvider:
         return f"system:serviceaccount:{metadata.get('namespace', '')}:{metadata.get('name', '')}"
 
     async def controller_token(self) -> KubeToken:
-        namespace, name = await controller_service_account(self._token_file)
-        return await self._accounts.token(namespace, name, self._audiences, controller=True)
+        try:
+            namespace, name = await controller_service_account(self._token_file)
+            return await self._accounts.token(namespace, name, self._audiences, controller=True)
+        except IdentityError as err:
+            raise IdentityError(f"failed to create provider access token for the controller: {err}") from None
 
     async def exchange(self, kube_token: str, service_account: Mapping[str, Any]) -> KubeToken:
         return KubeToken(kube_token, expiry_of(kube_token))

@@ -10,7 +10,9 @@ Contract:
   - a ServiceAccount is chosen by ``spec.decryption.serviceAccountName``, else the default flag;
     with one, AWS, GCP and Azure get object-level providers (a TokenRequest for that
     ServiceAccount, in the Kustomization's namespace, exchanged with the provider's STS);
-    without one they stay ``None`` and the key services use the controller's own chains;
+    without one, the controller's own chains (the key services' ``ControllerChain``/
+    ``ControllerADC``) behind the token cache, as upstream caches controller-level tokens too
+    (without a cache they stay ``None`` and the key services call their chains directly);
   - Vault gets Kubernetes auth whenever ``--sops-vault-configmap`` applies (the chosen
     ServiceAccount's token, else the controller's own), else ``None``.
 - Tokens go through the token cache with the Kustomization as the involved object
@@ -93,10 +95,9 @@ class WorkloadIdentity:
         if self._options.vault_configmap is not None and self._vault_config is not None:
             vault = VaultKubernetesAuth(config=self._vault_config, client=self._client,
                                         configmap=self._options.vault_configmap, issue=request.kubernetes_token)
-        if account is None:
-            return Credentials(vault=vault)
-        return Credentials(aws=_ObjectLevelAws(request), gcp=_ObjectLevelGcp(request),
-                           azure=_ObjectLevelAzure(request), vault=vault)
+        if account is None and self._cache is None:
+            return Credentials(vault=vault)  # the key services' own chains, uncached
+        return Credentials(aws=_AwsTokens(request), gcp=_GcpTokens(request), azure=_AzureTokens(request), vault=vault)
 
     async def access_token(
         self, provider: Provider[T], *, account: tuple[str, str] | None, involved: InvolvedObject,
@@ -130,7 +131,7 @@ class _Request:
 
 
 @dataclass(frozen=True)
-class _ObjectLevelAws:
+class _AwsTokens:
     request: _Request
 
     async def aws_credentials(self, *, region: str) -> AwsCredentials:
@@ -141,7 +142,7 @@ class _ObjectLevelAws:
 
 
 @dataclass(frozen=True)
-class _ObjectLevelGcp:
+class _GcpTokens:
     request: _Request
 
     async def gcp_token(self) -> AccessToken:
@@ -154,7 +155,7 @@ class _ObjectLevelGcp:
 
 
 @dataclass(frozen=True)
-class _ObjectLevelAzure:
+class _AzureTokens:
     request: _Request
 
     async def azure_token(self, scope: str) -> AccessToken:

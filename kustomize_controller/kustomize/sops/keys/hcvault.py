@@ -228,7 +228,7 @@ class StaticVaultToken:
         return self._token
 
 
-def parse_static(value: bytes) -> Credentials:
+def parse_static(value: bytes, context: KeyServiceContext | None = None) -> Credentials:
     """The ``sops.vault-token`` entry (whitespace-trimmed; an empty one counts as absent)."""
     token = value.decode("utf-8", errors="replace").strip()
     return Credentials(vault=StaticVaultToken(token)) if token else Credentials()
