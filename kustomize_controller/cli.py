@@ -137,11 +137,8 @@ def _run_controller(argv: list[str], out: TextIO, err: TextIO) -> int:
 
     if any(a in ("-h", "--help") for a in argv):
         commands = "\n".join(f"  {name:<8} {command.help}" for name, command in COMMANDS.items())
-        print(
-            f"Usage: {PROG} [run] [flags]\n       {PROG} COMMAND ...\n\nCommands:\n{commands}\n\n"
-            f"Flags of run (the controller, the default command):\n{usage()}",
-            file=out,
-        )
+        print(f"Usage: {PROG} [run] [flags]\n       {PROG} COMMAND ...\n\nCommands:\n{commands}\n\n"
+              f"Flags of run (the controller, the default command):\n{usage()}", file=out)
         return 0
     try:
         settings, _ = parse_flags(argv, runtime_namespace=os.environ.get("RUNTIME_NAMESPACE", ""))

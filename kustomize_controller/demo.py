@@ -99,10 +99,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
                 await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
             artifact = await artifacts.publish_dir(examples, name=f"{namespace}/{source_name}")
             await publish_source(client, namespace=namespace, name=source_name, artifact=artifact)
-            print(
-                f"published {examples} as GitRepository/{namespace}/{source_name} revision {artifact['revision']}",
-                file=out,
-            )
+            print(f"published {examples} as GitRepository/{namespace}/{source_name} "
+                  f"revision {artifact['revision']}", file=out)
             await client.create(kustomization)
             print(f"created Kustomization/{namespace}/{name}; starting the controller", file=out)
             settings = Settings(
@@ -119,23 +117,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             async with asyncio.TaskGroup() as tasks:
                 controller = tasks.create_task(run_controller(settings, handle_signals=False))
                 try:
-                    return await _watch(
-                        client, namespace, name, out, once=args.once, within=args.timeout, controller=controller
-                    )
+                    return await _watch(client, namespace, name, out, once=args.once, within=args.timeout,
+                                        controller=controller)
                 finally:
                     controller.cancel()
 
 
-async def _watch(
-    client: KubeClient,
-    namespace: str,
-    name: str,
-    out: TextIO,
-    *,
-    once: bool,
-    within: float,
-    controller: asyncio.Task[int],
-) -> int:
+async def _watch(client: KubeClient, namespace: str, name: str, out: TextIO, *, once: bool, within: float,
+                 controller: asyncio.Task[int]) -> int:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     last: list[str] = []

@@ -54,12 +54,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="the Kustomization")
     parser.add_argument("-n", "--namespace", default="flux-system", help="its namespace (default flux-system)")
     parser.add_argument("--kubeconfig", default="", metavar="FILE", help="kubeconfig (default: KUBECONFIG, ~/.kube)")
-    parser.add_argument(
-        "--path",
-        default="",
-        metavar="DIR",
-        help="a local directory used instead of the source artifact (the artifact root)",
-    )
+    parser.add_argument("--path", default="", metavar="DIR",
+                        help="a local directory used instead of the source artifact (the artifact root)")
     parser.add_argument("--verbose", action="store_true", help="also list unchanged and skipped objects")
     parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--no-remote-bases", action="store_true", help="refuse remote kustomize bases")
@@ -67,22 +63,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--feature-gates", action="append", default=[], metavar="GATES", help="Name=bool pairs, comma separated"
     )
     parser.add_argument("--kustomize-binary", default="", metavar="BIN", help="kustomize or kubectl binary")
-    parser.add_argument(
-        "--sops-age-secret",
-        default="",
-        metavar="NAMESPACE/NAME",
-        help="the controller's --sops-age-secret, for Kustomizations that rely on it",
-    )
-    parser.add_argument(
-        "--override-manager",
-        action="append",
-        default=[],
-        metavar="MANAGER",
-        help="the controller's --override-manager (repeatable): its fields are taken over",
-    )
-    parser.add_argument(
-        "--custom-apply-stage-kinds", default="", metavar="KINDS", help="the controller's --custom-apply-stage-kinds"
-    )
+    parser.add_argument("--sops-age-secret", default="", metavar="NAMESPACE/NAME",
+                        help="the controller's --sops-age-secret, for Kustomizations that rely on it")
+    parser.add_argument("--override-manager", action="append", default=[], metavar="MANAGER",
+                        help="the controller's --override-manager (repeatable): its fields are taken over")
+    parser.add_argument("--custom-apply-stage-kinds", default="", metavar="KINDS",
+                        help="the controller's --custom-apply-stage-kinds")
 
 
 def render_text(preview: Preview, *, verbose: bool) -> str:
@@ -164,15 +150,8 @@ async def _preview(args: argparse.Namespace, err: TextIO) -> Preview:
                 migrate_api_version=gates.enabled("MigrateAPIVersion"),
             ),
         )
-        return await preview_kustomization(
-            client=client,
-            pipeline=pipeline,
-            clock=clock,
-            namespace=args.namespace,
-            name=args.name,
-            options=options,
-            progress=say,
-        )
+        return await preview_kustomization(client=client, pipeline=pipeline, clock=clock, namespace=args.namespace,
+                                           name=args.name, options=options, progress=say)
 
 
 def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -99,7 +99,7 @@ def to_hub(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("spec"), dict):
         spec, origin = _up_spec(out["spec"], version, ref=_ref(obj), namespace=_namespace(obj))
         v1_fields = record.get("spec")
-        for key, value in v1_fields.items() if isinstance(v1_fields, dict) else ():
+        for key, value in (v1_fields.items() if isinstance(v1_fields, dict) else ()):
             # restored unless the old object changed the field since it was converted
             if key not in SPEC_FIELDS[version] or _down_value(key, value, version) == out["spec"].get(key):
                 _put(spec, key, value)
@@ -131,11 +131,8 @@ def from_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
         spec = _down_spec(hub_spec, version, origin=origin, namespace=_namespace(obj))
         back, back_origin = _up_spec(spec, version, ref=_ref(obj), namespace=_namespace(obj))
         record: dict[str, Any] = {}
-        lost = {
-            key: hub_spec.get(key, _ABSENT)
-            for key in sorted(set(hub_spec) | set(back))
-            if hub_spec.get(key, _ABSENT) != back.get(key, _ABSENT)
-        }
+        lost = {key: hub_spec.get(key, _ABSENT) for key in sorted(set(hub_spec) | set(back))
+                if hub_spec.get(key, _ABSENT) != back.get(key, _ABSENT)}
         if lost:
             record["spec"] = lost
         if origin and back_origin != origin:
@@ -152,13 +149,11 @@ def from_hub(obj: dict[str, Any], version: str) -> dict[str, Any]:
 # --- spec ------------------------------------------------------------------------------------------
 
 
-def _up_spec(spec: dict[str, Any], version: str, *, ref: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _up_spec(spec: dict[str, Any], version: str, *, ref: str, namespace: str
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(v1 spec, origin record) of an old spec; the record holds what v1 cannot."""
-    out = {
-        key: copy.deepcopy(value)
-        for key, value in spec.items()
-        if key not in ("validation", "patchesStrategicMerge", "patchesJson6902", "serviceAccount")
-    }
+    out = {key: copy.deepcopy(value) for key, value in spec.items()
+           if key not in ("validation", "patchesStrategicMerge", "patchesJson6902", "serviceAccount")}
     origin: dict[str, Any] = {}
     if "validation" in spec:
         origin["validation"] = spec["validation"]
@@ -167,11 +162,8 @@ def _up_spec(spec: dict[str, Any], version: str, *, ref: str, namespace: str) ->
     if strategic or json6902:
         plain = spec.get("patches") or []
         target_namespace = spec.get("targetNamespace")
-        out["patches"] = (
-            [_strategic_patch(patch, index, ref) for index, patch in enumerate(strategic)]
-            + copy.deepcopy(plain)
-            + [_json6902_patch(patch, target_namespace) for patch in json6902]
-        )
+        out["patches"] = ([_strategic_patch(patch, index, ref) for index, patch in enumerate(strategic)]
+                          + copy.deepcopy(plain) + [_json6902_patch(patch, target_namespace) for patch in json6902])
         origin["patches"] = len(plain)
         if strategic:
             origin["patchesStrategicMerge"] = strategic
@@ -188,17 +180,13 @@ def _up_spec(spec: dict[str, Any], version: str, *, ref: str, namespace: str) ->
                 f"{ref}: spec.serviceAccount.namespace: the service account {account_namespace}/"
                 f"{account.get('name', '')} is in another namespace, and cross-namespace impersonation was "
                 f"removed (a privilege escalation); {GROUP}/{HUB} has spec.serviceAccountName, an account in "
-                f"the Kustomization's own namespace ({namespace})"
-            )
+                f"the Kustomization's own namespace ({namespace})")
         out["serviceAccountName"] = account.get("name", "")
         if account != {"name": account.get("name", ""), "namespace": namespace}:
             origin["serviceAccount"] = account
     if version == "v1alpha1" and isinstance(spec.get("healthChecks"), list):
-        defaulted = [
-            index
-            for index, check in enumerate(spec["healthChecks"])
-            if isinstance(check, dict) and not check.get("apiVersion")
-        ]
+        defaulted = [index for index, check in enumerate(spec["healthChecks"])
+                     if isinstance(check, dict) and not check.get("apiVersion")]
         for index in defaulted:
             out["healthChecks"][index]["apiVersion"] = _DEFAULT_HEALTH_API_VERSION
         if defaulted:
@@ -222,11 +210,8 @@ def _down_spec(spec: dict[str, Any], version: str, *, origin: dict[str, Any], na
         out["serviceAccount"] = account
     if version == "v1alpha1" and isinstance(out.get("healthChecks"), list):
         for index in origin.get("healthChecks") or []:
-            if (
-                isinstance(index, int)
-                and 0 <= index < len(out["healthChecks"])
-                and out["healthChecks"][index].get("apiVersion") == _DEFAULT_HEALTH_API_VERSION
-            ):
+            if (isinstance(index, int) and 0 <= index < len(out["healthChecks"])
+                    and out["healthChecks"][index].get("apiVersion") == _DEFAULT_HEALTH_API_VERSION):
                 del out["healthChecks"][index]["apiVersion"]
     return out
 
@@ -274,9 +259,10 @@ def _restore_patch_lists(out: dict[str, Any], origin: dict[str, Any]) -> None:
         return
     tail = [_json6902_patch(patch, out.get("targetNamespace")) for patch in json6902]
     plain = len(patches) - len(head) - len(tail)
-    if plain != origin.get("patches") or patches[: len(head)] != head or patches[len(patches) - len(tail) :] != tail:
+    if (plain != origin.get("patches") or patches[:len(head)] != head
+            or patches[len(patches) - len(tail):] != tail):
         return  # changed through v1: the old view shows them all as patches
-    middle = patches[len(head) : len(patches) - len(tail)]
+    middle = patches[len(head):len(patches) - len(tail)]
     if middle:
         out["patches"] = middle
     else:
@@ -291,8 +277,7 @@ def _strategic_patch(patch: Any, index: int, ref: str) -> dict[str, Any]:
     if not isinstance(patch, dict):
         raise ConversionRefused(
             f"{ref}: spec.patchesStrategicMerge[{index}]: must be an object (a strategic merge patch); "
-            f"{GROUP}/{HUB} replaced patchesStrategicMerge with spec.patches"
-        )
+            f"{GROUP}/{HUB} replaced patchesStrategicMerge with spec.patches")
     # a patch without target: kustomize finds the object by the patch's own apiVersion, kind and name
     # sorted keys: the same patch must give the same string after its trip through the origin record
     return {"patch": json.dumps(patch, sort_keys=True, separators=(",", ":"))}
@@ -322,12 +307,8 @@ def _up_status(status: dict[str, Any]) -> dict[str, Any]:
 def _down_status(status: dict[str, Any], version: str) -> dict[str, Any]:
     out = {key: value for key, value in status.items() if key in STATUS_FIELDS[version]}
     if version == "v1alpha1" and isinstance(out.get("conditions"), list):
-        out["conditions"] = [
-            {key: value for key, value in condition.items() if key != "observedGeneration"}
-            if isinstance(condition, dict)
-            else condition
-            for condition in out["conditions"]
-        ]
+        out["conditions"] = [{key: value for key, value in condition.items() if key != "observedGeneration"}
+                             if isinstance(condition, dict) else condition for condition in out["conditions"]]
     return out
 
 

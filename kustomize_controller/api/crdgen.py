@@ -174,7 +174,8 @@ def conversion_stanza(*, client_config: dict[str, Any] | None = None) -> dict[st
     controller fills in ``caBundle``, or points ``url`` at itself when it runs out of the cluster.
     """
     config = client_config or {
-        "service": {"name": CONVERSION_SERVICE, "namespace": "kustomize-system", "path": CONVERSION_PATH, "port": 443},
+        "service": {"name": CONVERSION_SERVICE, "namespace": "kustomize-system", "path": CONVERSION_PATH,
+                    "port": 443},
     }
     return {"strategy": "Webhook", "webhook": {"clientConfig": config, "conversionReviewVersions": ["v1"]}}
 

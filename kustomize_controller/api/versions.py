@@ -39,51 +39,17 @@ HUB: Final = VERSION
 #: Served, deprecated, newest first (the order of the CRD's ``versions`` after v1).
 OLD_VERSIONS: Final = ("v1beta2", "v1beta1", "v1alpha1")
 
-_V1BETA2_SPEC: Final = frozenset(
-    {
-        "commonMetadata",
-        "components",
-        "decryption",
-        "dependsOn",
-        "force",
-        "healthChecks",
-        "images",
-        "interval",
-        "kubeConfig",
-        "patches",
-        "patchesJson6902",
-        "patchesStrategicMerge",
-        "path",
-        "postBuild",
-        "prune",
-        "retryInterval",
-        "serviceAccountName",
-        "sourceRef",
-        "suspend",
-        "targetNamespace",
-        "timeout",
-        "validation",
-        "wait",
-    }
-)
+_V1BETA2_SPEC: Final = frozenset({
+    "commonMetadata", "components", "decryption", "dependsOn", "force", "healthChecks", "images", "interval",
+    "kubeConfig", "patches", "patchesJson6902", "patchesStrategicMerge", "path", "postBuild", "prune",
+    "retryInterval", "serviceAccountName", "sourceRef", "suspend", "targetNamespace", "timeout", "validation",
+    "wait",
+})
 _V1BETA1_SPEC: Final = _V1BETA2_SPEC - {"commonMetadata", "components", "wait"}
-_V1ALPHA1_SPEC: Final = frozenset(
-    {
-        "decryption",
-        "dependsOn",
-        "healthChecks",
-        "interval",
-        "kubeConfig",
-        "path",
-        "prune",
-        "serviceAccount",
-        "sourceRef",
-        "suspend",
-        "targetNamespace",
-        "timeout",
-        "validation",
-    }
-)
+_V1ALPHA1_SPEC: Final = frozenset({
+    "decryption", "dependsOn", "healthChecks", "interval", "kubeConfig", "path", "prune", "serviceAccount",
+    "sourceRef", "suspend", "targetNamespace", "timeout", "validation",
+})
 
 SPEC_FIELDS: Final[dict[str, frozenset[str]]] = {
     "v1beta2": _V1BETA2_SPEC,
@@ -91,15 +57,9 @@ SPEC_FIELDS: Final[dict[str, frozenset[str]]] = {
     "v1alpha1": _V1ALPHA1_SPEC,
 }
 
-_OLD_STATUS: Final = frozenset(
-    {
-        "conditions",
-        "lastAppliedRevision",
-        "lastAttemptedRevision",
-        "lastHandledReconcileAt",
-        "observedGeneration",
-    }
-)
+_OLD_STATUS: Final = frozenset({
+    "conditions", "lastAppliedRevision", "lastAttemptedRevision", "lastHandledReconcileAt", "observedGeneration",
+})
 STATUS_FIELDS: Final[dict[str, frozenset[str]]] = {
     "v1beta2": _OLD_STATUS | {"inventory"},
     "v1beta1": _OLD_STATUS | {"snapshot"},
@@ -139,11 +99,8 @@ def _patches_json6902(target: dict[str, Any]) -> dict[str, Any]:
         "type": "object",
         "required": ["op", "path"],
         "properties": {
-            "op": {
-                "description": "The operation.",
-                "type": "string",
-                "enum": ["test", "remove", "add", "replace", "move", "copy"],
-            },
+            "op": {"description": "The operation.", "type": "string",
+                   "enum": ["test", "remove", "add", "replace", "move", "copy"]},
             "path": {"description": "JSON pointer of the target location.", "type": "string"},
             "from": {"description": "JSON pointer of the source location (move, copy).", "type": "string"},
             "value": {"description": "The value (add, replace, test).", **_ANY},

@@ -280,9 +280,8 @@ class ResourceManager:
             while True:
                 try:
                     # any answer but "no such kind" (NotFound, Forbidden...) means the kind is mapped
-                    await self.client.get(
-                        api_version, kind, "kustomize-controller-probe", "default" if namespaced else None
-                    )
+                    await self.client.get(api_version, kind, "kustomize-controller-probe",
+                                          "default" if namespaced else None)
                 except NoKindMatchError:
                     if self.clock.monotonic() >= deadline:
                         return
@@ -330,17 +329,9 @@ class ResourceManager:
             if plan.recreate:
                 action = Action.CONFIGURED
             error = failures.get(index)
-            out.append(
-                PlannedObject(
-                    ref=plan.ref,
-                    desired=plan.desired,
-                    action=action,
-                    live=plan.live,
-                    dry_run=plan.dry_run,
-                    recreate=plan.recreate,
-                    error=error if isinstance(error, ApplyEngineError) else None,
-                )
-            )
+            out.append(PlannedObject(ref=plan.ref, desired=plan.desired, action=action, live=plan.live,
+                                     dry_run=plan.dry_run, recreate=plan.recreate,
+                                     error=error if isinstance(error, ApplyEngineError) else None))
         return out
 
     # --- one stage ------------------------------------------------------------------------------
@@ -384,7 +375,7 @@ class ResourceManager:
                 except Exception as exc:
                     failures[index] = exc
                     if not (per_object_errors and isinstance(exc, ApplyEngineError)):
-                        for later in tasks[index + 1 :]:
+                        for later in tasks[index + 1:]:
                             later.cancel()
 
         async with asyncio.TaskGroup() as group:
@@ -456,10 +447,8 @@ class ResourceManager:
             raise DryRunError(_missing_namespace_message(plan.ref, exc)) from exc
         except KubeError as exc:
             # deleted out of band together with its Namespace or CRD: drift, like the object alone
-            if (
-                live is None
-                and isinstance(exc, (NotFoundError, NoKindMatchError))
-                and self._hold_drift(plan, options, dry_run=None)
+            if live is None and isinstance(exc, (NotFoundError, NoKindMatchError)) and self._hold_drift(
+                plan, options, dry_run=None
             ):
                 return
             if live is not None and is_immutable_error(exc) and self._should_force(desired, live, options):
@@ -625,8 +614,5 @@ def _served_kinds(crd: Object) -> list[tuple[str, str, bool]]:
     if not group or not kind:
         return []
     namespaced = spec.get("scope", "Namespaced") == "Namespaced"
-    return [
-        (f"{group}/{v['name']}", kind, namespaced)
-        for v in spec.get("versions") or []
-        if isinstance(v, dict) and v.get("name") and v.get("served", True)
-    ]
+    return [(f"{group}/{v['name']}", kind, namespaced) for v in spec.get("versions") or []
+            if isinstance(v, dict) and v.get("name") and v.get("served", True)]

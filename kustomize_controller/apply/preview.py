@@ -78,9 +78,8 @@ class DryRunClient:
         dry_run: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]:
-        return await self._client.apply(
-            obj, field_manager=field_manager, force=force, dry_run=True, subresource=subresource
-        )
+        return await self._client.apply(obj, field_manager=field_manager, force=force, dry_run=True,
+                                        subresource=subresource)
 
     async def patch(
         self,
@@ -96,18 +95,9 @@ class DryRunClient:
         dry_run: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]:
-        return await self._client.patch(
-            api_version,
-            kind,
-            name,
-            namespace,
-            body,
-            patch_type=patch_type,
-            field_manager=field_manager,
-            force=force,
-            dry_run=True,
-            subresource=subresource,
-        )
+        return await self._client.patch(api_version, kind, name, namespace, body, patch_type=patch_type,
+                                         field_manager=field_manager, force=force, dry_run=True,
+                                         subresource=subresource)
 
     async def delete(
         self,
@@ -175,35 +165,23 @@ async def preview_apply(
         api_version = str(plan.desired.get("apiVersion") or "")
         if plan.error is not None:
             if _enabled_by_set(plan, namespaces, kinds):
-                out.append(
-                    PreviewChange(
-                        ref=plan.ref,
-                        api_version=api_version,
-                        action=Action.CREATED,
-                        note="not validated: needs objects this revision creates first",
-                    )
-                )
+                out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.CREATED,
+                                         note="not validated: needs objects this revision creates first"))
             else:
-                out.append(
-                    PreviewChange(ref=plan.ref, api_version=api_version, action=Action.UNKNOWN, error=str(plan.error))
-                )
+                out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.UNKNOWN,
+                                         error=str(plan.error)))
             continue
         if plan.recreate:
-            out.append(
-                PreviewChange(
-                    ref=plan.ref,
-                    api_version=api_version,
-                    action=RECREATED,
-                    note="would be recreated: an immutable field changed and force is set",
-                )
-            )
+            out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=RECREATED,
+                                     note="would be recreated: an immutable field changed and force is set"))
             continue
         diff = note = ""
         if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
             diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
             if not diff:
                 note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"
-        out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff, note=note))
+        out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
+                                 note=note))
     return out
 
 
@@ -219,9 +197,8 @@ async def preview_prune(
     except PruneError as exc:  # the other objects were still looked at
         change_set, errors = exc.change_set, exc.message
     out = [
-        PreviewChange(
-            ref=e.ref, api_version=StaleObject(ref=e.ref, version=e.version).api_version, action=str(e.action)
-        )
+        PreviewChange(ref=e.ref, api_version=StaleObject(ref=e.ref, version=e.version).api_version,
+                      action=str(e.action))
         for e in change_set
         if e.action is Action.DELETED
     ]
@@ -252,13 +229,8 @@ def mask_secrets(live: Object, merged: Object) -> tuple[Object, Object]:
         before = live.get(field) if isinstance(live.get(field), dict) else None
         after = merged.get(field) if isinstance(merged.get(field), dict) else None
         for key in set(before or {}) | set(after or {}):
-            same = (
-                before is not None
-                and after is not None
-                and key in before
-                and key in after
+            same = before is not None and after is not None and key in before and key in after \
                 and before[key] == after[key]
-            )
             if before is not None and key in before:
                 before[key] = MASK if same else f"{MASK} (before)"
             if after is not None and key in after:

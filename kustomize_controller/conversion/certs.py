@@ -84,20 +84,14 @@ def renew(current: CertBundle | None, *, hosts: list[str], now: datetime.datetim
     else:
         bundle = [c for c in bundle if c.not_valid_after_utc > now]  # drop CAs that expired
     covered = _hosts_of(cert)
-    if (
-        not ca_rotated
-        and set(hosts) <= covered
-        and not _expires_within(cert, now, CERT_RENEW_BEFORE)
-        and _signed_by(cert, ca)
-        and len(bundle) == len(_load_all(current.ca_bundle if current else b""))
-    ):
+    if (not ca_rotated and set(hosts) <= covered and not _expires_within(cert, now, CERT_RENEW_BEFORE)
+            and _signed_by(cert, ca) and len(bundle) == len(_load_all(current.ca_bundle if current else b""))):
         return None
     return _issue(ca, ca_key, bundle=bundle, hosts=sorted(covered | set(hosts)), now=now)
 
 
-def _parse(
-    current: CertBundle | None,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, list[x509.Certificate], x509.Certificate] | None:
+def _parse(current: CertBundle | None
+           ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, list[x509.Certificate], x509.Certificate] | None:
     if current is None:
         return None
     try:
@@ -137,13 +131,13 @@ def _hosts_of(cert: x509.Certificate) -> set[str]:
     except x509.ExtensionNotFound:
         return set()
     return {str(n) for n in names.get_values_for_type(x509.DNSName)} | {
-        str(ip) for ip in names.get_values_for_type(x509.IPAddress)
-    }
+        str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
 
 
 def _new_ca(now: datetime.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"kustomize-controller-webhook-ca-{now:%Y%m%d%H%M%S}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                         f"kustomize-controller-webhook-ca-{now:%Y%m%d%H%M%S}")])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -153,34 +147,17 @@ def _new_ca(now: datetime.datetime) -> tuple[x509.Certificate, ec.EllipticCurveP
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + CA_LIFETIME)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return cert, key
 
 
-def _issue(
-    ca: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    *,
-    bundle: list[x509.Certificate],
-    hosts: list[str],
-    now: datetime.datetime,
-) -> CertBundle:
+def _issue(ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, *, bundle: list[x509.Certificate],
+           hosts: list[str], now: datetime.datetime) -> CertBundle:
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     for host in hosts:

@@ -29,9 +29,8 @@ _CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
 
 
 def service_hosts(crd: dict[str, Any]) -> list[str]:
-    service = (
-        (((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig", {}).get("service")
-    )
+    service = (((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig", {}
+                                                                                         ).get("service")
     if not isinstance(service, dict) or not service.get("name") or not service.get("namespace"):
         return []
     name, namespace = service["name"], service["namespace"]
@@ -52,24 +51,15 @@ def conversion_patch(crd: dict[str, Any], *, ca_bundle: bytes, url: str) -> dict
         wanted["url"] = url
     elif "service" not in wanted:
         return None  # neither a URL nor a Service to point at: nothing sensible to write
-    if (
-        current.get("strategy") == "Webhook"
-        and client_config == wanted
-        and webhook.get("conversionReviewVersions") == ["v1"]
-    ):
+    if (current.get("strategy") == "Webhook" and client_config == wanted
+            and webhook.get("conversionReviewVersions") == ["v1"]):
         return None
     patched_config: dict[str, Any] = dict(wanted)
     for key in client_config:
         if key not in wanted:
             patched_config[key] = None  # merge patch: remove
-    return {
-        "spec": {
-            "conversion": {
-                "strategy": "Webhook",
-                "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": patched_config},
-            }
-        }
-    }
+    return {"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": patched_config}}}}
 
 
 async def get_crd(client: KubeClient) -> dict[str, Any]:

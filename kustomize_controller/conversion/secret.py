@@ -26,9 +26,8 @@ __all__ = ["ensure_certificate"]
 _ATTEMPTS = 3
 
 
-async def ensure_certificate(
-    client: KubeClient, *, namespace: str, name: str, hosts: list[str], now: datetime
-) -> CertBundle:
+async def ensure_certificate(client: KubeClient, *, namespace: str, name: str, hosts: list[str],
+                             now: datetime) -> CertBundle:
     last: Exception | None = None
     for _ in range(_ATTEMPTS):
         try:
@@ -64,16 +63,11 @@ def _bundle_of(secret: dict[str, Any] | None) -> CertBundle | None:
 
 
 def _secret(namespace: str, name: str, bundle: CertBundle, existing: dict[str, Any] | None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "labels": {"app.kubernetes.io/component": "conversion-webhook"},
-    }
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "labels": {"app.kubernetes.io/component": "conversion-webhook"}}
     if existing is not None:
-        metadata = {
-            **existing["metadata"],
-            "labels": {**(existing["metadata"].get("labels") or {}), **metadata["labels"]},
-        }
+        metadata = {**existing["metadata"], "labels": {**(existing["metadata"].get("labels") or {}),
+                                                       **metadata["labels"]}}
     return {
         "apiVersion": "v1",
         "kind": "Secret",

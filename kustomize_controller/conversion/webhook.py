@@ -69,9 +69,8 @@ class WebhookOptions:
 
 
 class ConversionWebhook:
-    def __init__(
-        self, *, client: KubeClient, clock: Clock, options: WebhookOptions, leading: Callable[[], bool] = lambda: True
-    ) -> None:
+    def __init__(self, *, client: KubeClient, clock: Clock, options: WebhookOptions,
+                 leading: Callable[[], bool] = lambda: True) -> None:
         self._client = client
         self._clock = clock
         self._options = options
@@ -139,13 +138,8 @@ class ConversionWebhook:
             hosts = service_hosts(crd)
             if self.url:
                 hosts.append(_host_of(self.url))
-            bundle = await ensure_certificate(
-                self._client,
-                namespace=self._options.namespace,
-                name=self._options.secret_name,
-                hosts=hosts,
-                now=self._clock.now(),
-            )
+            bundle = await ensure_certificate(self._client, namespace=self._options.namespace,
+                                              name=self._options.secret_name, hosts=hosts, now=self._clock.now())
             self._load(bundle.cert, bundle.key)
             url = self.url if self._leading() else ""
             try:

@@ -33,7 +33,8 @@ class RestClientMetrics:
         )
         self.by_resource_total = Counter(
             "kustomize_controller_kube_requests_total",
-            "Number of requests sent to the Kubernetes API, partitioned by verb, resource, subresource and dry-run.",
+            "Number of requests sent to the Kubernetes API, partitioned by verb, resource, subresource "
+            "and dry-run.",
             ["verb", "resource", "subresource", "dry_run"],
             registry=target,
         )

@@ -205,11 +205,9 @@ class ArtifactCache:
             await asyncio.to_thread(archive.unlink, True)
             raise
         # one worker-thread hop for the whole unpacking (each hop costs ~50-200 µs of CPU in wake-ups)
-        unpack = asyncio.ensure_future(
-            asyncio.to_thread(
-                _unpack, archive, target, max_bytes=self._max_extract_bytes, max_entries=self._max_extract_entries
-            )
-        )
+        unpack = asyncio.ensure_future(asyncio.to_thread(
+            _unpack, archive, target, max_bytes=self._max_extract_bytes, max_entries=self._max_extract_entries
+        ))
         try:
             size = await asyncio.shield(unpack)
         except asyncio.CancelledError:
@@ -223,7 +221,9 @@ class ArtifactCache:
 
     async def _evict(self) -> None:
         while self._bytes > self._max_bytes:
-            victim = next(((k, e) for k, e in self._entries.items() if e.root is not None and e.users == 0), None)
+            victim = next(
+                ((k, e) for k, e in self._entries.items() if e.root is not None and e.users == 0), None
+            )
             if victim is None:
                 return
             key, entry = victim

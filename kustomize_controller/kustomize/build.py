@@ -117,7 +117,9 @@ async def _run(
         while chunk := await stdout_r.read(1 << 16):
             size += len(chunk)
             if size > max_output:
-                raise KustomizeBuildError(f"kustomize build failed: output exceeds the limit of {max_output} bytes")
+                raise KustomizeBuildError(
+                    f"kustomize build failed: output exceeds the limit of {max_output} bytes"
+                )
             chunks.append(chunk)
         return b"".join(chunks)
 

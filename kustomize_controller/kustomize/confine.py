@@ -152,7 +152,9 @@ class _Walker:
         if isinstance(kus, dict):
             self.visit_kustomization(kfile, directory, kus, plugin_dir=plugin_dir)
 
-    def visit_kustomization(self, kfile: Path, base: Path, kus: dict[str, Any], *, plugin_dir: bool = False) -> None:
+    def visit_kustomization(
+        self, kfile: Path, base: Path, kus: dict[str, Any], *, plugin_dir: bool = False
+    ) -> None:
         for key in _HELM_FIELDS:
             if kus.get(key):
                 raise ConfinementError(f"{self._where(kfile)}: '{key}' is not supported (helm is disabled)")
@@ -230,7 +232,9 @@ class _Walker:
             if kind == "HelmChartInflationGenerator":
                 raise self._fail(kfile, key, shown, "uses HelmChartInflationGenerator (helm is disabled)")
             if api_version != "builtin" or kind not in _BUILTIN_KINDS:
-                raise self._fail(kfile, key, shown, f"configures plugin '{api_version}/{kind}' (plugins are disabled)")
+                raise self._fail(
+                    kfile, key, shown, f"configures plugin '{api_version}/{kind}' (plugins are disabled)"
+                )
             if kind in ("PatchTransformer", "PatchJson6902Transformer") and isinstance(doc.get("path"), str):
                 self._local(kfile, base, f"{key}[{kind}].path", doc["path"])
             elif kind == "PatchStrategicMergeTransformer":

@@ -402,7 +402,9 @@ def _eval(nodes: list[_Node], lookup: Lookup, out: list[str]) -> None:
             args.append("".join(buf))
         value, exists = lookup(node.param)
         if not exists and node.name not in _DEFAULT_OPS:
-            raise EnvsubstError(f"variable not set (strict mode): {json.dumps(node.param, ensure_ascii=False)}")
+            raise EnvsubstError(
+                f"variable not set (strict mode): {json.dumps(node.param, ensure_ascii=False)}"
+            )
         out.append(apply_operator(node.name, value, args))
 
 

@@ -66,12 +66,16 @@ def extract_tarball(
             for member in tar:
                 entries += 1
                 if entries > max_entries:
-                    raise ExtractError(f"failed to extract archive: more than {max_entries} entries in archive")
+                    raise ExtractError(
+                        f"failed to extract archive: more than {max_entries} entries in archive"
+                    )
                 rel = _safe_name(member.name)
                 if member.issym() or member.islnk():
                     continue
                 if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
-                    raise ExtractError(f"failed to extract archive: device or fifo entry in archive: '{member.name}'")
+                    raise ExtractError(
+                        f"failed to extract archive: device or fifo entry in archive: '{member.name}'"
+                    )
                 target = dest.joinpath(*rel.parts) if rel.parts else dest
                 if member.isdir():
                     if target not in made:

@@ -55,40 +55,12 @@ _REMOTE_PREFIXES = ("git::", "gh:", "ssh://", "https://", "http://", "git@", "gi
 # Top-level fields of kustomize's types.Kustomization (api v0.21), plus its TypeMeta.
 _KUSTOMIZATION_FIELDS = frozenset(
     {
-        "apiVersion",
-        "kind",
-        "metadata",
-        "bases",
-        "buildMetadata",
-        "commonAnnotations",
-        "commonLabels",
-        "components",
-        "configMapGenerator",
-        "configurations",
-        "crds",
-        "generatorOptions",
-        "generators",
-        "helmChartInflationGenerator",
-        "helmCharts",
-        "helmGlobals",
-        "imageTags",
-        "images",
-        "labels",
-        "namePrefix",
-        "nameSuffix",
-        "namespace",
-        "openapi",
-        "patches",
-        "patchesJson6902",
-        "patchesStrategicMerge",
-        "replacements",
-        "replicas",
-        "resources",
-        "secretGenerator",
-        "sortOptions",
-        "transformers",
-        "validators",
-        "vars",
+        "apiVersion", "kind", "metadata", "bases", "buildMetadata", "commonAnnotations", "commonLabels",
+        "components", "configMapGenerator", "configurations", "crds", "generatorOptions", "generators",
+        "helmChartInflationGenerator", "helmCharts", "helmGlobals", "imageTags", "images", "labels",
+        "namePrefix", "nameSuffix", "namespace", "openapi", "patches", "patchesJson6902",
+        "patchesStrategicMerge", "replacements", "replicas", "resources", "secretGenerator", "sortOptions",
+        "transformers", "validators", "vars",
     }
 )
 _SELECTOR_FIELDS = ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
@@ -174,7 +146,9 @@ def scan_manifests(root: Path, directory: Path) -> list[str]:
             if path.is_dir():
                 _, inside = resolve_inside(root, path)
                 if not inside:
-                    raise ConfinementError(f"'{relative_to_root(root, path)}' resolves outside the artifact root")
+                    raise ConfinementError(
+                        f"'{relative_to_root(root, path)}' resolves outside the artifact root"
+                    )
                 if find_kustomization_file(path) is not None:
                     found.append("./" + path.relative_to(directory).as_posix())
                     continue

@@ -525,7 +525,9 @@ class BuildPipeline:
                 if changed is not None:
                     doc.text, doc.obj = changed
 
-        result = BuildResult(objects=[d.obj for d in documents], digest=digest(render(documents)), documents=documents)
+        result = BuildResult(
+            objects=[d.obj for d in documents], digest=digest(render(documents)), documents=documents
+        )
         for obj in result.objects:
             if is_encrypted_secret(obj) and not is_decryption_disabled(obj):
                 guard = EncryptedSecretError(

@@ -89,7 +89,9 @@ class VarSource(Protocol):
 
 
 class ObjectGetter(Protocol):
-    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -147,7 +149,8 @@ async def load_variables(post_build: PostBuild, source: VarSource | None) -> dic
                 if ref.optional:
                     continue
                 raise SubstitutionError(
-                    f"substitute from '{ref.kind}/{ref.name}' error: {ref.kind.lower()}s \"{ref.name}\" not found"
+                    f"substitute from '{ref.kind}/{ref.name}' error: "
+                    f"{ref.kind.lower()}s \"{ref.name}\" not found"
                 )
             for k, v in data.items():
                 variables[k] = v.replace("\n", "")

@@ -328,12 +328,8 @@ class ApplyStep:
         if not ks.spec.health_checks and not ks.spec.wait:
             conditions.delete(ks.status.conditions, HEALTHY)
             return
-        self_ref = ObjRef(
-            group="kustomize.toolkit.fluxcd.io",
-            kind="Kustomization",
-            namespace=ks.metadata.namespace or "",
-            name=ks.metadata.name or "",
-        )
+        self_ref = ObjRef(group="kustomize.toolkit.fluxcd.io", kind="Kustomization",
+                          namespace=ks.metadata.namespace or "", name=ks.metadata.name or "")
         if ks.spec.wait:
             applied = ChangeSet([e for e in change_set if e.action is not Action.SKIPPED])
             candidates = len(targets_from_change_set(applied))

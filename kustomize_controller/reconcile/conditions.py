@@ -81,7 +81,9 @@ def set_condition(
     for index, existing in enumerate(conditions):
         if existing.type != type_:
             continue
-        same_state = existing.status == status and existing.reason == reason and existing.message == message
+        same_state = (
+            existing.status == status and existing.reason == reason and existing.message == message
+        )
         if same_state:
             if existing.observed_generation != generation:
                 conditions[index] = existing.model_copy(update={"observed_generation": generation})
@@ -117,13 +119,8 @@ def mark_true(
     conditions: list[Condition], type_: str, reason: str, message: str, *, generation: int, now: datetime
 ) -> None:
     set_condition(
-        conditions,
-        type_=type_,
-        status=ConditionStatus.TRUE,
-        reason=reason,
-        message=message,
-        generation=generation,
-        now=now,
+        conditions, type_=type_, status=ConditionStatus.TRUE, reason=reason, message=message,
+        generation=generation, now=now,
     )
 
 
@@ -131,13 +128,8 @@ def mark_false(
     conditions: list[Condition], type_: str, reason: str, message: str, *, generation: int, now: datetime
 ) -> None:
     set_condition(
-        conditions,
-        type_=type_,
-        status=ConditionStatus.FALSE,
-        reason=reason,
-        message=message,
-        generation=generation,
-        now=now,
+        conditions, type_=type_, status=ConditionStatus.FALSE, reason=reason, message=message,
+        generation=generation, now=now,
     )
 
 
@@ -145,21 +137,20 @@ def mark_unknown(
     conditions: list[Condition], type_: str, reason: str, message: str, *, generation: int, now: datetime
 ) -> None:
     set_condition(
-        conditions,
-        type_=type_,
-        status=ConditionStatus.UNKNOWN,
-        reason=reason,
-        message=message,
-        generation=generation,
-        now=now,
+        conditions, type_=type_, status=ConditionStatus.UNKNOWN, reason=reason, message=message,
+        generation=generation, now=now,
     )
 
 
-def mark_reconciling(conditions: list[Condition], reason: str, message: str, *, generation: int, now: datetime) -> None:
+def mark_reconciling(
+    conditions: list[Condition], reason: str, message: str, *, generation: int, now: datetime
+) -> None:
     delete(conditions, ConditionType.STALLED)
     mark_true(conditions, ConditionType.RECONCILING, reason, message, generation=generation, now=now)
 
 
-def mark_stalled(conditions: list[Condition], reason: str, message: str, *, generation: int, now: datetime) -> None:
+def mark_stalled(
+    conditions: list[Condition], reason: str, message: str, *, generation: int, now: datetime
+) -> None:
     delete(conditions, ConditionType.RECONCILING)
     mark_true(conditions, ConditionType.STALLED, reason, message, generation=generation, now=now)

@@ -96,9 +96,13 @@ async def check_dependencies(
             try:
                 ready = program({"self": dict(ks_obj), "dep": dep_obj})
             except Exception as err:
-                raise DependencyNotReadyError(f"dependency '{dep_name}' readyExpr evaluation failed: {err}") from err
+                raise DependencyNotReadyError(
+                    f"dependency '{dep_name}' readyExpr evaluation failed: {err}"
+                ) from err
             if not ready:
-                raise DependencyNotReadyError(f"dependency '{dep_name}' is not ready according to readyExpr eval")
+                raise DependencyNotReadyError(
+                    f"dependency '{dep_name}' is not ready according to readyExpr eval"
+                )
             if not additive_cel:
                 continue
 

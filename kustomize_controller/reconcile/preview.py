@@ -133,24 +133,15 @@ async def preview_kustomization(
     async with contextlib.AsyncExitStack() as stack:
         try:
             revision, checkout = await stack.enter_async_context(
-                _checkout(
-                    ks_subject=subject,
-                    ks=ks,
-                    client=client,
-                    pipeline=pipeline,
-                    options=options,
-                    path=build_options.path,
-                    say=say,
-                )
+                _checkout(ks_subject=subject, ks=ks, client=client, pipeline=pipeline, options=options,
+                          path=build_options.path, say=say)
             )
             tenant = await stack.enter_async_context(tenant_client(ks, client=client, options=options.tenancy))
             decryptor = None
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
                 decryptor = await load_decryptor(
-                    client=client,
-                    namespace=namespace,
-                    secret_name=secret_ref.name if secret_ref else None,
+                    client=client, namespace=namespace, secret_name=secret_ref.name if secret_ref else None,
                     global_age_secret=options.sops_age_secret,
                 )
                 stack.callback(decryptor.close)
@@ -170,12 +161,10 @@ async def preview_kustomization(
         changes = await preview_apply(manager, objects, engine_options)
         errors = [c.error for c in changes if c.error]
         if ks.spec.prune:
-            planned = ChangeSet(
-                [
-                    ChangeSetEntry(ref=c.ref, version=split_api_version(c.api_version)[1], action=Action.UNCHANGED)
-                    for c in changes
-                ]
-            )
+            planned = ChangeSet([
+                ChangeSetEntry(ref=c.ref, version=split_api_version(c.api_version)[1], action=Action.UNCHANGED)
+                for c in changes
+            ])
             stale = stale_objects(ks.status.inventory, from_change_set(planned))
             if stale:
                 say(f"checking {len(stale)} object(s) prune would delete")

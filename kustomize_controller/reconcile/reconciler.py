@@ -296,7 +296,9 @@ class KustomizationReconciler:
                 raise TerminalError(str(err)) from err
             except DependencyNotReadyError as err:
                 ctx.mark_false(READY, Reason.DEPENDENCY_NOT_READY, str(err))
-                message = f"Dependencies do not meet ready condition, retrying in {format_duration(requeue_dependency)}"
+                message = (
+                    f"Dependencies do not meet ready condition, retrying in {format_duration(requeue_dependency)}"
+                )
                 _log.info(message)
                 await ctx.event(message)
                 return Result(requeue_after=requeue_dependency.total_seconds())
@@ -322,7 +324,9 @@ class KustomizationReconciler:
             return Result(requeue=True)
         except PipelineFailure as failure:
             if failure.artifact_not_found:
-                message = f"Source is not ready, artifact not found, retrying in {format_duration(requeue_dependency)}"
+                message = (
+                    f"Source is not ready, artifact not found, retrying in {format_duration(requeue_dependency)}"
+                )
                 ctx.mark_false(READY, Reason.ARTIFACT_FAILED, message)
                 _log.info(message)
                 return Result(requeue_after=requeue_dependency.total_seconds())
@@ -338,7 +342,9 @@ class KustomizationReconciler:
             )
             await ctx.event(failure.message, error=True)
             return Result(requeue_after=retry.total_seconds())
-        interval = jittered(ks.get_interval(), percentage=self._options.interval_jitter_percentage, rng=self._rng)
+        interval = jittered(
+            ks.get_interval(), percentage=self._options.interval_jitter_percentage, rng=self._rng
+        )
         return Result(requeue_after=interval.total_seconds())
 
     def _retry_soon(self, ctx: ReconcileContext, failure: PipelineFailure) -> Result | None:

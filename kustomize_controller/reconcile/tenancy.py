@@ -164,7 +164,9 @@ async def remote_client(raw: bytes, *, options: TenancyOptions, base: KubeClient
 
 
 @contextlib.asynccontextmanager
-async def tenant_client(ks: Kustomization, *, client: KubeClient, options: TenancyOptions) -> AsyncIterator[KubeClient]:
+async def tenant_client(
+    ks: Kustomization, *, client: KubeClient, options: TenancyOptions
+) -> AsyncIterator[KubeClient]:
     """The client to act with for ``ks`` (see the module contract)."""
     kube_config = ks.spec.kube_config
     if kube_config is not None and kube_config.config_map_ref is not None:

@@ -63,7 +63,7 @@ _TYPE_NAMES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogra
 def _escape_value(value: str) -> str:
     if "\\" not in value and "\n" not in value and '"' not in value:
         return value  # the common case, checked without building new strings
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
 def _escape_help(text: str) -> str:
@@ -110,8 +110,8 @@ def render_text(families: Iterable[Metric]) -> bytes:
         for sample in family.samples:
             if sample.name == created:
                 continue
-            if sample.name.startswith(base) and sample.name[len(base) :] in _TRAILING_SUFFIXES:
-                trailing.setdefault(sample.name[len(base) :], []).append(renderer.line(sample))
+            if sample.name.startswith(base) and sample.name[len(base):] in _TRAILING_SUFFIXES:
+                trailing.setdefault(sample.name[len(base):], []).append(renderer.line(sample))
             else:
                 out.append(renderer.line(sample))
         for suffix, lines in sorted(trailing.items()):
@@ -178,7 +178,8 @@ class RuntimeMetrics:
         )
         self.detached_reconciles = Gauge(
             "controller_detached_reconciles",
-            "Number of reconciles that released their worker and run on (e.g. waiting on health checks) per controller",
+            "Number of reconciles that released their worker and run on (e.g. waiting on health checks) "
+            "per controller",
             ["controller"],
             registry=r,
         )

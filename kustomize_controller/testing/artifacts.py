@@ -289,11 +289,7 @@ class ArtifactServer:
     # --------------------------------------------------------------------------------- publishing
 
     async def publish_dir(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        name: str,
-        revision: str | None = None,
+        self, path: str | os.PathLike[str], *, name: str, revision: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ArtifactFields:
         """Pack the directory ``path`` and publish it under ``name``."""
@@ -301,11 +297,7 @@ class ArtifactServer:
         return await self.publish_archive(data, name=name, revision=revision, metadata=metadata)
 
     async def publish_files(
-        self,
-        files: Mapping[str, str | bytes],
-        *,
-        name: str,
-        revision: str | None = None,
+        self, files: Mapping[str, str | bytes], *, name: str, revision: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ArtifactFields:
         """Pack ``{relative path: content}`` and publish it under ``name``."""
@@ -392,7 +384,9 @@ class ArtifactServer:
         if target is None:
             return web.Response(status=404, text=f"artifact {path} not found\n")
         size = (await asyncio.to_thread(target.stat)).st_size
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/gzip", "Content-Length": str(size)})
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "application/gzip", "Content-Length": str(size)}
+        )
         await resp.prepare(request)
         if request.method == "HEAD":
             return resp
@@ -427,17 +421,8 @@ class SourceClient(Protocol):
     ) -> dict[str, Any]: ...
 
     async def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        body: Any,
-        *,
-        patch_type: Any,
-        field_manager: str | None = None,
-        force: bool | None = None,
-        dry_run: bool = False,
+        self, api_version: str, kind: str, name: str, namespace: str | None, body: Any, *,
+        patch_type: Any, field_manager: str | None = None, force: bool | None = None, dry_run: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]: ...
 
@@ -445,32 +430,18 @@ class SourceClient(Protocol):
 def minimal_spec(kind: str, *, namespace: str, name: str) -> dict[str, Any]:
     """A valid, suspended spec for a source ``kind`` (the schema's required fields and nothing else)."""
     if kind == "GitRepository":
-        return {
-            "interval": "10m",
-            "url": f"https://git.example.invalid/{namespace}/{name}.git",
-            "ref": {"branch": "main"},
-            "suspend": True,
-        }
+        return {"interval": "10m", "url": f"https://git.example.invalid/{namespace}/{name}.git",
+                "ref": {"branch": "main"}, "suspend": True}
     if kind == "OCIRepository":
-        return {
-            "interval": "10m",
-            "url": f"oci://registry.example.invalid/{namespace}/{name}",
-            "ref": {"tag": "latest"},
-            "suspend": True,
-        }
+        return {"interval": "10m", "url": f"oci://registry.example.invalid/{namespace}/{name}",
+                "ref": {"tag": "latest"}, "suspend": True}
     if kind == "Bucket":
-        return {
-            "interval": "10m",
-            "bucketName": name,
-            "endpoint": "storage.example.invalid",
-            "provider": "generic",
-            "suspend": True,
-        }
+        return {"interval": "10m", "bucketName": name, "endpoint": "storage.example.invalid",
+                "provider": "generic", "suspend": True}
     if kind == "ExternalArtifact":
         return {}
-    raise ValueError(
-        f"{kind}/{namespace}/{name}: not a source kind (GitRepository, OCIRepository, Bucket, ExternalArtifact)"
-    )
+    raise ValueError(f"{kind}/{namespace}/{name}: not a source kind (GitRepository, OCIRepository, Bucket, "
+                     "ExternalArtifact)")
 
 
 async def _get_or_create(
@@ -532,13 +503,8 @@ def _replacing(old: Any, new: Mapping[str, Any]) -> dict[str, Any]:
 async def _patch_status(client: SourceClient, obj: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return await client.patch(
-        SOURCE_API_VERSION,
-        obj["kind"],
-        meta["name"],
-        meta["namespace"],
-        {"status": status},
-        patch_type="merge",
-        subresource="status",
+        SOURCE_API_VERSION, obj["kind"], meta["name"], meta["namespace"], {"status": status},
+        patch_type="merge", subresource="status",
     )
 
 
@@ -560,9 +526,8 @@ async def publish_source(
     previous = list((obj.get("status") or {}).get("conditions") or [])
     message = f"stored artifact for revision '{artifact['revision']}'"
     conditions = [
-        _condition(
-            previous, type_=t, status="True", reason="Succeeded", message=message, generation=generation, now=now
-        )
+        _condition(previous, type_=t, status="True", reason="Succeeded", message=message, generation=generation,
+                   now=now)
         for t in ("Ready", "ArtifactInStorage")
     ]
     old_artifact = (obj.get("status") or {}).get("artifact")
@@ -590,9 +555,8 @@ async def set_source_not_ready(
     now = format_time((clock or RealClock()).now())
     generation = int(obj["metadata"].get("generation") or 1)
     previous = list((obj.get("status") or {}).get("conditions") or [])
-    ready = _condition(
-        previous, type_="Ready", status="False", reason=reason, message=message, generation=generation, now=now
-    )
+    ready = _condition(previous, type_="Ready", status="False", reason=reason, message=message,
+                       generation=generation, now=now)
     return await _patch_status(client, obj, {"conditions": _merge_conditions(previous, [ready])})
 
 

@@ -20,33 +20,20 @@ KINDS = {
 def source_crds() -> list[dict[str, Any]]:
     crds = []
     for kind, (plural, short_names) in KINDS.items():
-        crds.append(
-            {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{plural}.source.toolkit.fluxcd.io"},
-                "spec": {
-                    "group": "source.toolkit.fluxcd.io",
-                    "names": {
-                        "kind": kind,
-                        "listKind": f"{kind}List",
-                        "plural": plural,
-                        "singular": kind.lower(),
-                        "shortNames": short_names,
-                    },
-                    "scope": "Namespaced",
-                    "versions": [
-                        {
-                            "name": "v1",
-                            "served": True,
-                            "storage": True,
-                            "subresources": {"status": {}},
-                            "schema": {
-                                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                            },
-                        }
-                    ],
-                },
-            }
-        )
+        crds.append({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.source.toolkit.fluxcd.io"},
+            "spec": {
+                "group": "source.toolkit.fluxcd.io",
+                "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                          "singular": kind.lower(), "shortNames": short_names},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1", "served": True, "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }],
+            },
+        })
     return crds

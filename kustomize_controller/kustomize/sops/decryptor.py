@@ -17,6 +17,9 @@ Contract:
   pipeline prefixes ``error decrypting sources: `` and ``decryption failed for
   '<Kind.version.group>/<name>': `` (``pipeline.Decryptor``'s contract).
 - Limits: 5 MiB per encrypted file or embedded document.
+- ``cache_identity`` (the build cache's view of the keys) digests the decryption Secret's data and,
+  with object-level credentials, their ``Credentials.identity``; the controller's own identity is
+  the same for every build. A build served from the cache does not ask a key service again.
 - Keys come from the constructor (or ``loader.load_decryptor``); ``close()`` (or ``with``)
   removes the temporary GNUPGHOME. One instance per reconcile; not thread-safe (the pipeline
   calls it from worker threads, one call at a time). Recovered data keys are cached for the
@@ -138,7 +141,12 @@ class SopsDecryptor:
         for label, source in (("secret", data), ("global", global_age_keys or {})):
             for key in sorted(source):
                 h.update(f"{label}\0{key}\0{len(source[key])}\0".encode() + source[key])
-        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=h.hexdigest())
+        # Builds decrypted with someone's workload identity are only shared with builds of the same
+        # identity; credentials that do not say whose they are make the build uncacheable.
+        digest: str | None = h.hexdigest()
+        if workload is not None:
+            digest = f"{digest}:{workload.identity}" if workload.identity else None
+        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=digest)
 
     def close(self) -> None:
         self._keyring.close()

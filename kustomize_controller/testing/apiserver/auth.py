@@ -75,15 +75,12 @@ def impersonate(user: UserInfo, headers: CIMultiDictProxy[str], may: Impersonati
     uid = headers.get("Impersonate-Uid", "")
     if target is None:
         if groups or uid:
-            raise errors.ApiStatusError(
-                500,
-                "InternalError",
-                "Internal error occurred: requested impersonation of groups or uid without impersonating a user",
-                {"causes": [{"message": "requested impersonation without a user"}]},
-            )
+            raise errors.ApiStatusError(500, "InternalError", "Internal error occurred: requested "
+                                        "impersonation of groups or uid without impersonating a user",
+                                        {"causes": [{"message": "requested impersonation without a user"}]})
         return user
     if target.startswith("system:serviceaccount:"):
-        ns, _, name = target[len("system:serviceaccount:") :].partition(":")
+        ns, _, name = target[len("system:serviceaccount:"):].partition(":")
         _require(may, user, "serviceaccounts", name, ns)
         if not groups:
             groups = ("system:serviceaccounts", f"system:serviceaccounts:{ns}")
@@ -104,12 +101,8 @@ def _require(may: ImpersonationCheck, user: UserInfo, resource: str, name: str, 
         return
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
     group = "authentication.k8s.io" if resource == "uids" else ""
-    raise errors.forbidden(
-        resource,
-        group,
-        name,
-        f'User "{user.name}" cannot impersonate resource "{resource}" in API group "{group}" {scope}',
-    )
+    raise errors.forbidden(resource, group, name, f'User "{user.name}" cannot impersonate resource '
+                           f'"{resource}" in API group "{group}" {scope}')
 
 
 __all__ = ["ANONYMOUS", "ApiStatusError", "Authenticator", "UserInfo", "impersonate"]

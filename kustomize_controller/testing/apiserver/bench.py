@@ -48,11 +48,9 @@ async def _latency(http: aiohttp.ClientSession, ns: str, names: list[str], round
             await resp.read()
 
     async def patch(i: int) -> None:
-        async with http.patch(
-            f"/api/v1/namespaces/{ns}/configmaps/{sample[i]}",
-            data=json.dumps({"data": {"n": str(i)}}),
-            headers={"Content-Type": "application/merge-patch+json"},
-        ) as resp:
+        async with http.patch(f"/api/v1/namespaces/{ns}/configmaps/{sample[i]}",
+                              data=json.dumps({"data": {"n": str(i)}}),
+                              headers={"Content-Type": "application/merge-patch+json"}) as resp:
             await resp.read()
 
     get_s = await _run_many(rounds, 1, get)
@@ -80,10 +78,8 @@ async def bench(objects: int, watchers: int, events: int, rounds: int) -> list[s
         started = time.perf_counter()
         async with http.get("/api/v1/namespaces/small/configmaps") as resp:
             listed: dict[str, Any] = await resp.json()
-        lines.append(
-            f"list 100 of {objects + 100}: {(time.perf_counter() - started) * 1e3:.1f} ms "
-            f"({len(listed['items'])} items)"
-        )
+        lines.append(f"list 100 of {objects + 100}: {(time.perf_counter() - started) * 1e3:.1f} ms "
+                     f"({len(listed['items'])} items)")
         started = time.perf_counter()
         async with http.get("/api/v1/namespaces/bench/configmaps") as resp:
             listed = await resp.json()
@@ -112,20 +108,16 @@ async def bench(objects: int, watchers: int, events: int, rounds: int) -> list[s
         started = time.perf_counter()
 
         async def write(i: int) -> None:
-            async with http.patch(
-                f"/api/v1/namespaces/small/configmaps/{small[i % len(small)]}",
-                data=json.dumps({"data": {"w": str(i)}}),
-                headers={"Content-Type": "application/merge-patch+json"},
-            ) as resp:
+            async with http.patch(f"/api/v1/namespaces/small/configmaps/{small[i % len(small)]}",
+                                  data=json.dumps({"data": {"w": str(i)}}),
+                                  headers={"Content-Type": "application/merge-patch+json"}) as resp:
                 await resp.read()
 
         await _run_many(events, 4, write)
         await asyncio.wait_for(asyncio.gather(*tasks), 120)
         elapsed = time.perf_counter() - started
-        lines.append(
-            f"watch fan-out: {events} writes x {watchers} watchers = {events * watchers} deliveries in "
-            f"{elapsed:.2f} s ({events * watchers / elapsed:.0f} events/s)"
-        )
+        lines.append(f"watch fan-out: {events} writes x {watchers} watchers = {events * watchers} deliveries in "
+                     f"{elapsed:.2f} s ({events * watchers / elapsed:.0f} events/s)")
     return lines
 
 

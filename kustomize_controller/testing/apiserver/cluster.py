@@ -57,15 +57,9 @@ FOREGROUND_FINALIZER = "foregroundDeletion"
 
 
 class Cluster:
-    def __init__(
-        self,
-        *,
-        history_size: int = 10000,
-        clock: WallClock | None = None,
-        watcher_buffer: int = 10000,
-        simulate_workloads: bool = False,
-        populate_namespaces: bool = False,
-    ) -> None:
+    def __init__(self, *, history_size: int = 10000, clock: WallClock | None = None,
+                 watcher_buffer: int = 10000, simulate_workloads: bool = False,
+                 populate_namespaces: bool = False) -> None:
         self.storage = Storage(history_size=history_size, watcher_buffer=watcher_buffer)
         self.registry = Registry()
         self.clock: WallClock = clock or SystemClock()
@@ -100,17 +94,10 @@ class Cluster:
             raise errors.not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):
             raise errors.forbidden(
-                rt.plural,
-                rt.group,
-                name,
+                rt.plural, rt.group, name,
                 f"unable to create new content in namespace {namespace} because it is being terminated",
-                [
-                    {
-                        "reason": "NamespaceTerminating",
-                        "message": f"namespace {namespace} is being terminated",
-                        "field": "metadata.namespace",
-                    }
-                ],
+                [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+                  "field": "metadata.namespace"}],
             )
 
     @staticmethod
@@ -118,24 +105,17 @@ class Cluster:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         api_version, kind = body.get("apiVersion"), body.get("kind")
-        if rt.custom and kind is not None and kind != rt.kind and str(api_version).rpartition("/")[0] == rt.group:
+        if (rt.custom and kind is not None and kind != rt.kind
+                and str(api_version).rpartition("/")[0] == rt.group):
             # the custom resource handler validates the type meta: a 422, not a decoding error
             meta_name = body.get("metadata", {}).get("name") if isinstance(body.get("metadata"), dict) else None
-            raise errors.invalid(
-                rt.kind,
-                rt.group,
-                str(meta_name or name or ""),
-                [FieldError("kind", "Invalid value", f"must be {rt.kind}", kind)],
-            )
-        if (
-            api_version is not None
-            and kind is not None
-            and (kind != rt.kind or str(api_version).rpartition("/")[0] != rt.group)
-        ):
+            raise errors.invalid(rt.kind, rt.group, str(meta_name or name or ""), [FieldError(
+                "kind", "Invalid value", f"must be {rt.kind}", kind)])
+        if (api_version is not None and kind is not None
+                and (kind != rt.kind or str(api_version).rpartition("/")[0] != rt.group)):
             raise errors.bad_request(
                 f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({rt.api_version})"
-            )
+                f"({rt.api_version})")
         meta = body.get("metadata")
         if meta is None:
             meta = body["metadata"] = {}
@@ -143,29 +123,19 @@ class Cluster:
             raise errors.bad_request("metadata must be an object")
         body_ns = meta.get("namespace")
         if rt.namespaced and body_ns and body_ns != namespace:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                     "on the request")
         if name is not None and meta.get("name") and meta["name"] != name:
-            raise errors.bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the "
+                                     f"URL ({name})")
         if rt.namespaced:
             meta["namespace"] = namespace
         return body
 
     # create -------------------------------------------------------------------------------------
 
-    def create(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        body: Any,
-        *,
-        dry_run: bool,
-        manager: str,
-        ctx: WriteContext | None = None,
-    ) -> dict[str, Any]:
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str,
+               ctx: WriteContext | None = None) -> dict[str, Any]:
         ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, None)
         if body["metadata"].get("resourceVersion"):
@@ -202,20 +172,11 @@ class Cluster:
             self.controllers.populate_namespace(stored["metadata"]["name"])
         return objects.with_version(stored, rt)
 
+
     # update / patch ----------------------------------------------------------------------------------
 
-    def update(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        body: Any,
-        *,
-        subresource: str,
-        dry_run: bool,
-        manager: str,
-        ctx: WriteContext | None = None,
-    ) -> dict[str, Any]:
+    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, *, subresource: str,
+               dry_run: bool, manager: str, ctx: WriteContext | None = None) -> dict[str, Any]:
         ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, name)
         old = self._live(rt, namespace, name)
@@ -224,59 +185,27 @@ class Cluster:
             if rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
         elif rt.custom:
-            raise errors.invalid(
-                rt.kind,
-                rt.group,
-                name,
-                [FieldError("metadata.resourceVersion", "Invalid value", "must be specified for an update", "0x0")],
-            )
+            raise errors.invalid(rt.kind, rt.group, name, [FieldError(
+                "metadata.resourceVersion", "Invalid value", "must be specified for an update", "0x0")])
         body["metadata"]["name"] = name
-        return self._finish_update(rt, old, body, subresource=subresource, dry_run=dry_run, manager=manager, ctx=ctx)
+        return self._finish_update(rt, old, body, subresource=subresource, dry_run=dry_run, manager=manager,
+                                   ctx=ctx)
 
-    def patch(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        patch: Any,
-        *,
-        patch_type: str,
-        subresource: str,
-        dry_run: bool,
-        manager: str | None,
-        force: bool,
-        ctx: WriteContext | None = None,
-    ) -> tuple[dict[str, Any], bool]:
+    def patch(self, rt: ResourceType, namespace: str, name: str, patch: Any, *, patch_type: str,
+              subresource: str, dry_run: bool, manager: str | None, force: bool,
+              ctx: WriteContext | None = None) -> tuple[dict[str, Any], bool]:
         """Apply a patch; returns (object, created). Apply patches create absent objects."""
         ctx = ctx or WriteContext()
         live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
         if patch_type == "apply":
             if not manager:
-                raise errors.invalid(
-                    "PatchOptions",
-                    "meta.k8s.io",
-                    "",
-                    [FieldError("fieldManager", "Required value", "is required for apply patch")],
-                )
-            return self._apply(
-                rt,
-                namespace,
-                name,
-                live,
-                patch,
-                subresource=subresource,
-                dry_run=dry_run,
-                manager=manager,
-                force=force,
-                ctx=ctx,
-            )
+                raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
+                    "fieldManager", "Required value", "is required for apply patch")])
+            return self._apply(rt, namespace, name, live, patch, subresource=subresource, dry_run=dry_run,
+                               manager=manager, force=force, ctx=ctx)
         if force:
-            raise errors.invalid(
-                "PatchOptions",
-                "meta.k8s.io",
-                "",
-                [FieldError("force", "Forbidden", "may not be specified for non-apply patch", True)],
-            )
+            raise errors.invalid("PatchOptions", "meta.k8s.io", "", [FieldError(
+                "force", "Forbidden", "may not be specified for non-apply patch", True)])
         if live is None:
             raise errors.not_found(rt.plural, rt.group, name)
         current = objects.with_version(live, rt)
@@ -296,24 +225,12 @@ class Cluster:
         patched_rv = patched["metadata"].get("resourceVersion")
         if patched_rv and patched_rv != live["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
-        return self._finish_update(
-            rt, live, patched, subresource=subresource, dry_run=dry_run, manager=manager or "unknown", ctx=ctx
-        ), False
+        return self._finish_update(rt, live, patched, subresource=subresource, dry_run=dry_run,
+                                   manager=manager or "unknown", ctx=ctx), False
 
-    def _apply(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        live: dict[str, Any] | None,
-        config: Any,
-        *,
-        subresource: str,
-        dry_run: bool,
-        manager: str,
-        force: bool,
-        ctx: WriteContext,
-    ) -> tuple[dict[str, Any], bool]:
+    def _apply(self, rt: ResourceType, namespace: str, name: str, live: dict[str, Any] | None, config: Any, *,
+               subresource: str, dry_run: bool, manager: str, force: bool, ctx: WriteContext
+               ) -> tuple[dict[str, Any], bool]:
         config = self._check_body(rt, copy.deepcopy(config), namespace, name)
         if not config.get("apiVersion") or not config.get("kind"):
             raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
@@ -327,11 +244,8 @@ class Cluster:
                 # no reason, as kube-apiserver answers it
                 where = f"{namespace if rt.namespaced else ''}/{name}"
                 gvk = f"{rt.api_version}, Kind={rt.kind}"
-                detail = (
-                    f".{unknown[0]}: field not declared in schema"
-                    if len(unknown) == 1
-                    else "errors:\n" + "\n".join(f"  .{p}: field not declared in schema" for p in unknown)
-                )
+                detail = (f".{unknown[0]}: field not declared in schema" if len(unknown) == 1 else
+                          "errors:\n" + "\n".join(f"  .{p}: field not declared in schema" for p in unknown))
                 raise ApiStatusError(500, "", f"failed to create typed patch object ({where}; {gvk}): {detail}")
         if live is None:
             if subresource:
@@ -339,7 +253,8 @@ class Cluster:
             config["metadata"]["name"] = name
             if config["metadata"].get("resourceVersion"):
                 raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
-            applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="", now=self.now())
+            applied = server_side_apply(rt, None, config, manager=manager, force=force, subresource="",
+                                        now=self.now())
             result = _structural(rt, objects.prepare_create(rt, applied, now=self.clock.now()), None, ctx)
             result = events.to_storage(rt, result, creating=True)
             objects.normalise(rt, result, None)
@@ -349,18 +264,10 @@ class Cluster:
         rv = config["metadata"].get("resourceVersion")
         if rv and rv != live["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
-        merged = server_side_apply(
-            rt,
-            objects.with_version(live, rt),
-            config,
-            manager=manager,
-            force=force,
-            subresource=subresource,
-            now=self.now(),
-        )
-        return self._finish_update(
-            rt, live, merged, subresource=subresource, dry_run=dry_run, manager=None, ctx=ctx
-        ), False
+        merged = server_side_apply(rt, objects.with_version(live, rt), config, manager=manager, force=force,
+                                   subresource=subresource, now=self.now())
+        return self._finish_update(rt, live, merged, subresource=subresource, dry_run=dry_run, manager=None,
+                                   ctx=ctx), False
 
     def _live(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         live = self.storage.get(rt.storage_key, namespace if rt.namespaced else "", name)
@@ -368,17 +275,8 @@ class Cluster:
             raise errors.not_found(rt.plural, rt.group, name)
         return live
 
-    def _finish_update(
-        self,
-        rt: ResourceType,
-        old: dict[str, Any],
-        new: dict[str, Any],
-        *,
-        subresource: str,
-        dry_run: bool,
-        manager: str | None,
-        ctx: WriteContext,
-    ) -> dict[str, Any]:
+    def _finish_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str,
+                       dry_run: bool, manager: str | None, ctx: WriteContext) -> dict[str, Any]:
         if subresource and subresource != "status" and not (subresource == "finalize" and rt.kind == "Namespace"):
             raise errors.page_not_found()
         if subresource == "status" and not rt.has_status:
@@ -407,61 +305,34 @@ class Cluster:
             self.controllers.simulate(rt, stored)
         return objects.with_version(stored, rt)
 
+
     # delete -------------------------------------------------------------------------------------
 
-    def delete(
-        self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *, dry_run: bool
-    ) -> tuple[dict[str, Any], bool]:
+    def delete(self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *,
+               dry_run: bool) -> tuple[dict[str, Any], bool]:
         """Delete or mark for deletion; returns (response body, whether it is the object itself)."""
         live = self._live(rt, namespace, name)
         preconditions = (options or {}).get("preconditions") or {}
         # rest.BeforeDelete's words; it names the group and *kind* where other conflicts name the resource
         if preconditions.get("uid") and preconditions["uid"] != live["metadata"]["uid"]:
-            raise errors.conflict(
-                rt.kind,
-                rt.group,
-                name,
-                (
-                    f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
-                    f"({live['metadata']['uid']}). The object might have been deleted and then recreated"
-                ),
-            )
-        if (
-            preconditions.get("resourceVersion")
-            and preconditions["resourceVersion"] != live["metadata"]["resourceVersion"]
-        ):
-            raise errors.conflict(
-                rt.kind,
-                rt.group,
-                name,
-                (
-                    f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
-                    f"ResourceVersion in record ({live['metadata']['resourceVersion']}). The object might have been "
-                    "modified"
-                ),
-            )
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
+                f"({live['metadata']['uid']}). The object might have been deleted and then recreated"))
+        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != live["metadata"][
+                "resourceVersion"]:
+            raise errors.conflict(rt.kind, rt.group, name, (
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({live['metadata']['resourceVersion']}). The object might have been "
+                "modified"))
         policy = (options or {}).get("propagationPolicy")
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
-            raise errors.invalid(
-                "DeleteOptions",
-                "meta.k8s.io",
-                "",
-                [
-                    FieldError(
-                        "propagationPolicy",
-                        "Unsupported value",
-                        'supported values: "Foreground", "Background", "Orphan"',
-                        policy,
-                    )
-                ],
-            )
+            raise errors.invalid("DeleteOptions", "meta.k8s.io", "", [FieldError(
+                "propagationPolicy", "Unsupported value", 'supported values: "Foreground", "Background", "Orphan"',
+                policy)])
         for hook in self.delete_hooks:
             hook(rt, live)
-        returns_object = (
-            rt.custom
-            or (not rt.group and rt.kind in ("Pod", "Namespace", "ServiceAccount"))
-            or (rt.kind in ("CustomResourceDefinition", "StorageClass"))
-        )
+        returns_object = rt.custom or (not rt.group and rt.kind in ("Pod", "Namespace", "ServiceAccount")) or (
+            rt.kind in ("CustomResourceDefinition", "StorageClass"))
         meta = live["metadata"]
         if policy == "Foreground" and rt.kind != "Namespace" and not meta.get("deletionTimestamp"):
             return self._delete_foreground(rt, live, dry_run=dry_run), True
@@ -514,17 +385,9 @@ class Cluster:
         if current is not None and current["metadata"].get("uid") == meta["uid"]:
             released = copy.deepcopy(current)
             released["metadata"]["finalizers"] = [
-                f for f in current["metadata"].get("finalizers") or [] if f != FOREGROUND_FINALIZER
-            ]
-            self._finish_update(
-                rt,
-                current,
-                released,
-                subresource="",
-                dry_run=False,
-                manager="kube-controller-manager",
-                ctx=WriteContext(),
-            )
+                f for f in current["metadata"].get("finalizers") or [] if f != FOREGROUND_FINALIZER]
+            self._finish_update(rt, current, released, subresource="", dry_run=False,
+                                manager="kube-controller-manager", ctx=WriteContext())
         return answer
 
     def _remove(self, rt: ResourceType, obj: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
@@ -559,15 +422,15 @@ def _known_fields(rt: ResourceType, obj: dict[str, Any], unknown: list[str]) -> 
     return obj
 
 
-def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, ctx: WriteContext) -> dict[str, Any]:
+def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+                ctx: WriteContext) -> dict[str, Any]:
     """Drop undeclared fields (per ``fieldValidation``), default and schema-validate custom resources."""
     unknown: list[str] = []
     result = _known_fields(rt, obj, unknown)
     if unknown and ctx.field_validation == "Strict":
         fields = ", ".join(f'unknown field "{p}"' for p in unknown)
-        raise errors.bad_request(
-            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding error: {fields}'
-        )
+        raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                 f"strict decoding error: {fields}")
     if ctx.field_validation == "Warn":
         ctx.warnings.extend(f'unknown field "{p}"' for p in unknown)
     if not rt.custom or not rt.schema:

@@ -40,30 +40,20 @@ class Controllers:
         now = self.cluster.now()
         defaults: tuple[tuple[str, dict[str, Any]], ...] = (
             ("serviceaccounts", {"metadata": {"name": "default"}}),
-            (
-                "configmaps",
-                {
-                    "metadata": {
-                        "name": "kube-root-ca.crt",
-                        "annotations": {
-                            "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
-                            "kube-apiserver when using internal endpoints such as the "
-                            "internal service IP or kubernetes.default.svc. No other usage "
-                            "is guaranteed across distributions of Kubernetes clusters."
-                        },
-                    },
-                    "data": {"ca.crt": self.cluster.ca_bundle},
-                },
-            ),
+            ("configmaps", {"metadata": {"name": "kube-root-ca.crt", "annotations": {
+                "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
+                                             "kube-apiserver when using internal endpoints such as the "
+                                             "internal service IP or kubernetes.default.svc. No other usage "
+                                             "is guaranteed across distributions of Kubernetes clusters."}},
+                            "data": {"ca.crt": self.cluster.ca_bundle}}),
         )
         for plural, body in defaults:
             rt = self.cluster.registry.lookup("", "v1", plural)
             assert rt is not None
             if self.cluster.storage.get(rt.storage_key, namespace, body["metadata"]["name"]) is not None:
                 continue
-            obj = objects.prepare_create(
-                rt, {**body, "metadata": {**body["metadata"], "namespace": namespace}}, now=self.cluster.clock.now()
-            )
+            obj = objects.prepare_create(rt, {**body, "metadata": {**body["metadata"], "namespace": namespace}},
+                                         now=self.cluster.clock.now())
             managed.record_update(rt, None, obj, manager="kube-controller-manager", subresource="", now=now)
             self.cluster.storage.put(rt.storage_key, obj)
 
@@ -123,9 +113,8 @@ class Controllers:
                     continue
                 updated = copy.deepcopy(obj)
                 updated["status"] = status
-                managed.record_update(
-                    rt, obj, updated, manager="kube-controller-manager", subresource="status", now=self.cluster.now()
-                )
+                managed.record_update(rt, obj, updated, manager="kube-controller-manager", subresource="status",
+                                      now=self.cluster.now())
                 self.cluster.storage.put(rt.storage_key, updated)
                 written += 1
         return written
@@ -138,9 +127,8 @@ class Controllers:
             return
         updated = copy.deepcopy(stored)
         updated["status"] = status
-        managed.record_update(
-            rt, stored, updated, manager="kube-controller-manager", subresource="status", now=self.cluster.now()
-        )
+        managed.record_update(rt, stored, updated, manager="kube-controller-manager", subresource="status",
+                              now=self.cluster.now())
         self.cluster.storage.put(rt.storage_key, updated)
 
     def collect_garbage(self, owner_uid: str, policy: str) -> None:
@@ -166,9 +154,8 @@ class Controllers:
                 updated["metadata"]["ownerReferences"] = others
             else:
                 updated["metadata"].pop("ownerReferences", None)
-            managed.record_update(
-                rt, dependent, updated, manager="kube-controller-manager", subresource="", now=self.cluster.now()
-            )
+            managed.record_update(rt, dependent, updated, manager="kube-controller-manager", subresource="",
+                                  now=self.cluster.now())
             self.cluster.storage.put(key, updated)
 
     def _owner_exists(self, ref: dict[str, Any], namespace: str) -> bool:
@@ -211,13 +198,10 @@ class Controllers:
         names.setdefault("listKind", names.get("kind", "") + "List")
         now = self.cluster.now()
         wanted = [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
-            {
-                "type": "Established",
-                "status": "True",
-                "reason": "InitialNamesAccepted",
-                "message": "the initial names have been accepted",
-            },
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted"},
         ]
         existing = {c.get("type"): c for c in status.get("conditions") or []}
         conditions = []
@@ -252,16 +236,8 @@ class Controllers:
         assert ns_type is not None and role_type is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.cluster.create(ns_type, "", {"metadata": {"name": name}}, dry_run=False, manager="kube-apiserver")
-        self.cluster.create(
-            role_type,
-            "",
-            {
-                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "rules": [
-                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                    {"nonResourceURLs": ["*"], "verbs": ["*"]},
-                ],
-            },
-            dry_run=False,
-            manager="kube-apiserver",
-        )
+        self.cluster.create(role_type, "", {
+            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                      {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+        }, dry_run=False, manager="kube-apiserver")

@@ -63,9 +63,8 @@ class Converter:
             stored = _unserved(rt)
         return stored
 
-    async def convert(
-        self, objects: list[dict[str, Any]], *, source: ResourceType, target: ResourceType
-    ) -> list[dict[str, Any]]:
+    async def convert(self, objects: list[dict[str, Any]], *, source: ResourceType, target: ResourceType
+                      ) -> list[dict[str, Any]]:
         """``objects`` (all stored through ``source``'s version) as ``target``'s version."""
         if not objects:
             return []
@@ -74,18 +73,16 @@ class Converter:
             return marked
         conversion = target.conversion or {}
         if conversion.get("strategy", "None") == "Webhook":
-            converted = await self._webhook(
-                marked, source=source, target=target, webhook=conversion.get("webhook") or {}
-            )
+            converted = await self._webhook(marked, source=source, target=target,
+                                            webhook=conversion.get("webhook") or {})
         else:
             converted = [{**obj, "apiVersion": target.api_version} for obj in marked]
         if target.schema:
             converted = [crdschema.prune_and_default(target.schema, obj) for obj in converted]
         return converted
 
-    async def _webhook(
-        self, objects: list[dict[str, Any]], *, source: ResourceType, target: ResourceType, webhook: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    async def _webhook(self, objects: list[dict[str, Any]], *, source: ResourceType, target: ResourceType,
+                       webhook: dict[str, Any]) -> list[dict[str, Any]]:
         what = f"conversion webhook for {source.api_version}, Kind={source.kind}"
         config = webhook.get("clientConfig") or {}
         url = config.get("url")
@@ -94,22 +91,17 @@ class Converter:
             raise ConversionFailed(
                 f"{what} failed: the embedded API server cannot reach service "
                 f"{service.get('namespace', '')}/{service.get('name', '')}; set spec.conversion.webhook."
-                f"clientConfig.url (the controller does with --webhook-url)"
-            )
+                f"clientConfig.url (the controller does with --webhook-url)")
         uid = str(uuid.uuid4())
-        review = {
-            "apiVersion": _REVIEW_API_VERSION,
-            "kind": "ConversionReview",
-            "request": {"uid": uid, "desiredAPIVersion": target.api_version, "objects": objects},
-        }
+        review = {"apiVersion": _REVIEW_API_VERSION, "kind": "ConversionReview",
+                  "request": {"uid": uid, "desiredAPIVersion": target.api_version, "objects": objects}}
         try:
             context = _ssl_context(config.get("caBundle"))
-            async with (
-                aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(ssl=context), timeout=aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT)
-                ) as http,
-                http.post(f"{url}{'&' if '?' in url else '?'}timeout={int(WEBHOOK_TIMEOUT)}s", json=review) as resp,
-            ):
+            async with aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=context),
+                    timeout=aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT)) as http, \
+                    http.post(f"{url}{'&' if '?' in url else '?'}timeout={int(WEBHOOK_TIMEOUT)}s",
+                              json=review) as resp:
                 text = await resp.text()
                 if resp.status != 200:
                     raise ConversionFailed(f"{what} failed: conversion webhook returned {resp.status}: {text[:200]}")
@@ -119,9 +111,8 @@ class Converter:
         return _checked(body, uid=uid, objects=objects, target=target, what=what)
 
 
-def _checked(
-    body: Any, *, uid: str, objects: list[dict[str, Any]], target: ResourceType, what: str
-) -> list[dict[str, Any]]:
+def _checked(body: Any, *, uid: str, objects: list[dict[str, Any]], target: ResourceType, what: str
+             ) -> list[dict[str, Any]]:
     response = body.get("response") if isinstance(body, dict) else None
     if not isinstance(response, dict):
         raise ConversionFailed(f"{what} failed: no response provided")
@@ -137,13 +128,13 @@ def _checked(
         raise ConversionFailed(f"{what} failed: expected {len(objects)} converted objects, got {count}")
     for original, obj in zip(objects, converted, strict=True):
         if not isinstance(obj, dict) or obj.get("apiVersion") != target.api_version:
-            raise ConversionFailed(f"{what} failed: invalid converted object: apiVersion is not {target.api_version}")
+            raise ConversionFailed(f"{what} failed: invalid converted object: apiVersion is not "
+                                   f"{target.api_version}")
         before = {k: v for k, v in (original.get("metadata") or {}).items() if k not in ("labels", "annotations")}
         after = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("labels", "annotations")}
         if before != after:
-            raise ConversionFailed(
-                f"{what} failed: invalid metadata in converted object: only labels and annotations may change"
-            )
+            raise ConversionFailed(f"{what} failed: invalid metadata in converted object: only labels and "
+                                   f"annotations may change")
     return converted
 
 

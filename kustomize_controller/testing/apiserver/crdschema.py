@@ -86,8 +86,7 @@ def _type_ok(schema: Schema, value: Any) -> bool:
         return True
     if wanted == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
+            isinstance(value, float) and value.is_integer())
     if wanted == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     expected = _TYPES.get(wanted)
@@ -126,7 +125,8 @@ def validate(schema: Schema, obj: dict[str, Any], old: dict[str, Any] | None) ->
     for key, value in obj.items():
         if key in _ROOT_KEEP or key not in props:
             continue
-        _validate(props[key], value, key, errors, (old or {}).get(key) if old is not None else None, old is not None)
+        _validate(props[key], value, key, errors, (old or {}).get(key) if old is not None else None,
+                  old is not None)
     for key in schema.get("required") or []:
         if key not in obj and key not in _ROOT_KEEP:
             errors.append(FieldError(key, "Required value", ""))
@@ -136,15 +136,8 @@ def validate(schema: Schema, obj: dict[str, Any], old: dict[str, Any] | None) ->
 def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError], old: Any, updating: bool) -> None:
     if not _type_ok(schema, value):
         wanted = schema.get("type", "string")
-        errors.append(
-            FieldError(
-                path,
-                "Invalid value",
-                f'{path} in body must be of type {wanted}: "{_type_name(value)}"',
-                _type_name(value),
-                reason="FieldValueTypeInvalid",
-            )
-        )
+        errors.append(FieldError(path, "Invalid value", f"{path} in body must be of type {wanted}: "
+                                 f'"{_type_name(value)}"', _type_name(value), reason="FieldValueTypeInvalid"))
         return
     if value is None:
         return
@@ -157,35 +150,20 @@ def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError], o
         if pattern is not None and re.search(pattern, value) is None:
             errors.append(FieldError(path, "Invalid value", f"{path} in body should match '{pattern}'", value))
         if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(
-                FieldError(
-                    path, "Invalid value", f"{path} in body should be at least {schema['minLength']} chars long", value
-                )
-            )
+            errors.append(FieldError(path, "Invalid value", f"{path} in body should be at least "
+                                     f"{schema['minLength']} chars long", value))
         if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(
-                FieldError(
-                    path, "Too long", f"may not be more than {schema['maxLength']} bytes", value, show_value=False
-                )
-            )
+            errors.append(FieldError(path, "Too long", f"may not be more than {schema['maxLength']} bytes",
+                                     value, show_value=False))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         _check_bounds(schema, value, path, errors)
     if isinstance(value, list):
         if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(
-                FieldError(
-                    path,
-                    "Invalid value",
-                    f"{path} in body should have at least {schema['minItems']} items",
-                    _shown(value),
-                )
-            )
+            errors.append(FieldError(path, "Invalid value", f"{path} in body should have at least "
+                                     f"{schema['minItems']} items", _shown(value)))
         if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(
-                FieldError(
-                    path, "Too many", f"must have at most {schema['maxItems']} items", _shown(value), show_value=False
-                )
-            )
+            errors.append(FieldError(path, "Too many", f"must have at most {schema['maxItems']} items",
+                                     _shown(value), show_value=False))
         items = schema.get("items")
         if isinstance(items, Mapping):
             for index, item in enumerate(value):
@@ -208,24 +186,11 @@ def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError], o
             if key not in value:
                 errors.append(FieldError(f"{path}.{key}", "Required value", ""))
         if "minProperties" in schema and len(value) < schema["minProperties"]:
-            errors.append(
-                FieldError(
-                    path,
-                    "Invalid value",
-                    f"{path} in body should have at least {schema['minProperties']} properties",
-                    _shown(value),
-                )
-            )
+            errors.append(FieldError(path, "Invalid value", f"{path} in body should have at least "
+                                     f"{schema['minProperties']} properties", _shown(value)))
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            errors.append(
-                FieldError(
-                    path,
-                    "Too many",
-                    f"must have at most {schema['maxProperties']} items",
-                    _shown(value),
-                    show_value=False,
-                )
-            )
+            errors.append(FieldError(path, "Too many", f"must have at most {schema['maxProperties']} items",
+                                     _shown(value), show_value=False))
     _cel_rules(schema, value, path, errors, old, updating)
 
 
@@ -259,4 +224,5 @@ def _cel_rules(schema: Schema, value: Any, path: str, errors: list[FieldError], 
         if ok is not True:
             message = rule.get("message") or f"failed rule: {expression}"
             field = path + (rule.get("fieldPath") or "")
-            errors.append(FieldError(field, "Invalid value", message, _shown(value)))
+            errors.append(FieldError(field, "Invalid value", message,
+                                     _shown(value)))

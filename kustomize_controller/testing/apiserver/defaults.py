@@ -119,13 +119,10 @@ VOLUME: tuple[Rule, ...] = (
     Nested(("configMap",), (Set(("defaultMode",), KEY_TO_PATH_MODE),)),
     Nested(("secret",), (Set(("defaultMode",), KEY_TO_PATH_MODE),)),
     Nested(("projected",), (Set(("defaultMode",), KEY_TO_PATH_MODE),)),
-    Nested(
-        ("downwardAPI",),
-        (
-            Set(("defaultMode",), KEY_TO_PATH_MODE),
-            Each(("items",), (Nested(("fieldRef",), FIELD_REF),)),
-        ),
-    ),
+    Nested(("downwardAPI",), (
+        Set(("defaultMode",), KEY_TO_PATH_MODE),
+        Each(("items",), (Nested(("fieldRef",), FIELD_REF),)),
+    )),
     Nested(("hostPath",), (Set(("type",), ""),)),
     Nested(("emptyDir",), (Quantities(("sizeLimit",), scale=-9),)),
 )
@@ -175,12 +172,8 @@ def _ip_family_policy(spec: Node) -> str:
 
 SERVICE_SPEC: tuple[Rule, ...] = (
     Set(("sessionAffinity",), "None"),
-    Nested(
-        ("sessionAffinityConfig", "clientIP"),
-        (Set(("timeoutSeconds",), 10800),),
-        create=True,
-        when=lambda spec: spec.get("sessionAffinity") == "ClientIP",
-    ),
+    Nested(("sessionAffinityConfig", "clientIP"), (Set(("timeoutSeconds",), 10800),), create=True,
+           when=lambda spec: spec.get("sessionAffinity") == "ClientIP"),
     Each(("ports",), (Set(("protocol",), "TCP"), Compute(("targetPort",), _target_port))),
     Set(("internalTrafficPolicy",), "Cluster", when=_not_external_name),
     Set(("externalTrafficPolicy",), "Cluster", when=_exposes_node_ports),
@@ -213,164 +206,81 @@ def _rolling(spec: Node) -> bool:
 
 
 KINDS: dict[tuple[str, str], tuple[Rule, ...]] = {
-    ("", "Pod"): (
-        Nested(
-            ("spec",),
-            (
-                *POD_SPEC,
-                Set(("enableServiceLinks",), True),
-                Each(("containers",), POD_ONLY_CONTAINER),
-                Each(("initContainers",), POD_ONLY_CONTAINER),
-            ),
-        ),
-    ),
+    ("", "Pod"): (Nested(("spec",), (
+        *POD_SPEC,
+        Set(("enableServiceLinks",), True),
+        Each(("containers",), POD_ONLY_CONTAINER),
+        Each(("initContainers",), POD_ONLY_CONTAINER),
+    )),),
     ("", "PodTemplate"): (Nested(("template",), POD_TEMPLATE),),
-    ("", "ReplicationController"): (
-        Nested(
-            ("spec",),
-            (
-                Set(("replicas",), 1),
-                Nested(("template",), POD_TEMPLATE),
-            ),
-        ),
-    ),
+    ("", "ReplicationController"): (Nested(("spec",), (
+        Set(("replicas",), 1),
+        Nested(("template",), POD_TEMPLATE),
+    )),),
     ("", "Service"): (Nested(("spec",), SERVICE_SPEC, create=True),),
     ("", "PersistentVolumeClaim"): (Nested(("spec",), PVC_SPEC),),
     ("", "ResourceQuota"): (Nested(("spec",), (Quantities(("hard",)),)),),
-    ("", "LimitRange"): (
-        Nested(
-            ("spec",),
-            (
-                Each(
-                    ("limits",),
-                    tuple(
-                        Quantities((key,))
-                        for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")
-                    ),
-                ),
-            ),
-        ),
-    ),
-    ("apps", "Deployment"): (
-        Nested(
-            ("spec",),
-            (
-                Set(("replicas",), 1),
-                Nested(
-                    ("strategy",),
-                    (
-                        Set(("type",), "RollingUpdate"),
-                        Nested(
-                            ("rollingUpdate",),
-                            (Set(("maxUnavailable",), "25%"), Set(("maxSurge",), "25%")),
-                            create=True,
-                            when=_rolling,
-                        ),
-                    ),
-                    create=True,
-                ),
-                Set(("revisionHistoryLimit",), 10),
-                Set(("progressDeadlineSeconds",), 600),
-                Nested(("template",), POD_TEMPLATE),
-            ),
-        ),
-    ),
-    ("apps", "StatefulSet"): (
-        Nested(
-            ("spec",),
-            (
-                Set(("replicas",), 1),
-                Set(("podManagementPolicy",), "OrderedReady"),
-                Nested(
-                    ("updateStrategy",),
-                    (
-                        Set(("type",), "RollingUpdate"),
-                        Nested(("rollingUpdate",), (Set(("partition",), 0),), create=True, when=_rolling),
-                    ),
-                    create=True,
-                ),
-                Nested(
-                    ("persistentVolumeClaimRetentionPolicy",),
-                    (Set(("whenDeleted",), "Retain"), Set(("whenScaled",), "Retain")),
-                    create=True,
-                ),
-                Set(("revisionHistoryLimit",), 10),
-                Nested(("template",), POD_TEMPLATE),
-                Each(("volumeClaimTemplates",), (Nested(("spec",), PVC_SPEC),)),
-            ),
-        ),
-    ),
-    ("apps", "DaemonSet"): (
-        Nested(
-            ("spec",),
-            (
-                Nested(
-                    ("updateStrategy",),
-                    (
-                        Set(("type",), "RollingUpdate"),
-                        Nested(
-                            ("rollingUpdate",),
-                            (Set(("maxUnavailable",), 1), Set(("maxSurge",), 0)),
-                            create=True,
-                            when=_rolling,
-                        ),
-                    ),
-                    create=True,
-                ),
-                Set(("revisionHistoryLimit",), 10),
-                Nested(("template",), POD_TEMPLATE),
-            ),
-        ),
-    ),
-    ("apps", "ReplicaSet"): (
-        Nested(
-            ("spec",),
-            (
-                Set(("replicas",), 1),
-                Nested(("template",), POD_TEMPLATE),
-            ),
-        ),
-    ),
-    ("batch", "Job"): (
-        Compute(("metadata", "labels"), _job_labels),
-        Nested(
-            ("spec",),
-            (
-                Set(("completions",), 1, when=lambda spec: "parallelism" not in spec),
-                Set(("parallelism",), 1),
-                Set(("backoffLimit",), 6, when=lambda spec: "backoffLimitPerIndex" not in spec),
-                Set(("completionMode",), "NonIndexed"),
-                Set(("suspend",), False),
-                Compute(
-                    ("podReplacementPolicy",),
-                    lambda spec: "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed",
-                ),
-                Nested(("template",), POD_TEMPLATE),
-            ),
-        ),
-    ),
-    ("batch", "CronJob"): (
-        Nested(
-            ("spec",),
-            (
-                Set(("concurrencyPolicy",), "Allow"),
-                Set(("suspend",), False),
-                Set(("successfulJobsHistoryLimit",), 3),
-                Set(("failedJobsHistoryLimit",), 1),
-                Nested(("jobTemplate", "spec", "template"), POD_TEMPLATE),
-            ),
-        ),
-    ),
-    ("networking.k8s.io", "NetworkPolicy"): (
-        Nested(
-            ("spec",),
-            (
-                Compute(("policyTypes",), _policy_types),
-                Each(("ingress",), NETWORK_POLICY_PORTS),
-                Each(("egress",), NETWORK_POLICY_PORTS),
-            ),
-        ),
-    ),
+    ("", "LimitRange"): (Nested(("spec",), (Each(("limits",), tuple(
+        Quantities((key,)) for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"))),)),),
+    ("apps", "Deployment"): (Nested(("spec",), (
+        Set(("replicas",), 1),
+        Nested(("strategy",), (
+            Set(("type",), "RollingUpdate"),
+            Nested(("rollingUpdate",), (Set(("maxUnavailable",), "25%"), Set(("maxSurge",), "25%")),
+                   create=True, when=_rolling),
+        ), create=True),
+        Set(("revisionHistoryLimit",), 10),
+        Set(("progressDeadlineSeconds",), 600),
+        Nested(("template",), POD_TEMPLATE),
+    )),),
+    ("apps", "StatefulSet"): (Nested(("spec",), (
+        Set(("replicas",), 1),
+        Set(("podManagementPolicy",), "OrderedReady"),
+        Nested(("updateStrategy",), (
+            Set(("type",), "RollingUpdate"),
+            Nested(("rollingUpdate",), (Set(("partition",), 0),), create=True, when=_rolling),
+        ), create=True),
+        Nested(("persistentVolumeClaimRetentionPolicy",), (
+            Set(("whenDeleted",), "Retain"), Set(("whenScaled",), "Retain")), create=True),
+        Set(("revisionHistoryLimit",), 10),
+        Nested(("template",), POD_TEMPLATE),
+        Each(("volumeClaimTemplates",), (Nested(("spec",), PVC_SPEC),)),
+    )),),
+    ("apps", "DaemonSet"): (Nested(("spec",), (
+        Nested(("updateStrategy",), (
+            Set(("type",), "RollingUpdate"),
+            Nested(("rollingUpdate",), (Set(("maxUnavailable",), 1), Set(("maxSurge",), 0)),
+                   create=True, when=_rolling),
+        ), create=True),
+        Set(("revisionHistoryLimit",), 10),
+        Nested(("template",), POD_TEMPLATE),
+    )),),
+    ("apps", "ReplicaSet"): (Nested(("spec",), (
+        Set(("replicas",), 1),
+        Nested(("template",), POD_TEMPLATE),
+    )),),
+    ("batch", "Job"): (Compute(("metadata", "labels"), _job_labels), Nested(("spec",), (
+        Set(("completions",), 1, when=lambda spec: "parallelism" not in spec),
+        Set(("parallelism",), 1),
+        Set(("backoffLimit",), 6, when=lambda spec: "backoffLimitPerIndex" not in spec),
+        Set(("completionMode",), "NonIndexed"),
+        Set(("suspend",), False),
+        Compute(("podReplacementPolicy",), lambda spec: "Failed" if spec.get("podFailurePolicy")
+                else "TerminatingOrFailed"),
+        Nested(("template",), POD_TEMPLATE),
+    )),),
+    ("batch", "CronJob"): (Nested(("spec",), (
+        Set(("concurrencyPolicy",), "Allow"),
+        Set(("suspend",), False),
+        Set(("successfulJobsHistoryLimit",), 3),
+        Set(("failedJobsHistoryLimit",), 1),
+        Nested(("jobTemplate", "spec", "template"), POD_TEMPLATE),
+    )),),
+    ("networking.k8s.io", "NetworkPolicy"): (Nested(("spec",), (
+        Compute(("policyTypes",), _policy_types),
+        Each(("ingress",), NETWORK_POLICY_PORTS),
+        Each(("egress",), NETWORK_POLICY_PORTS),
+    )),),
 }
 
 

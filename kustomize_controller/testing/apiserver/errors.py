@@ -103,16 +103,8 @@ def render_value(value: Any) -> str:
 class FieldError:
     """One entry of an Invalid error: ``field: Kind: detail`` (``field.Error`` in apimachinery)."""
 
-    def __init__(
-        self,
-        field: str,
-        error_type: str,
-        detail: str,
-        value: Any = None,
-        *,
-        show_value: bool = True,
-        reason: str | None = None,
-    ):
+    def __init__(self, field: str, error_type: str, detail: str, value: Any = None, *, show_value: bool = True,
+                 reason: str | None = None):
         self.field = field
         self.error_type = error_type
         self.detail = detail
@@ -139,11 +131,9 @@ class FieldError:
         return self.error_type
 
     def cause(self) -> dict[str, str]:
-        return {
-            "reason": self.reason or self._REASONS.get(self.error_type, "FieldValueInvalid"),
-            "message": self.body_message(),
-            "field": self.field,
-        }
+        return {"reason": self.reason or self._REASONS.get(self.error_type, "FieldValueInvalid"),
+                "message": self.body_message(),
+                "field": self.field}
 
     def __str__(self) -> str:
         return f"{self.field}: {self.body_message()}"
@@ -199,9 +189,8 @@ def unauthorized() -> ApiStatusError:
     return ApiStatusError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(
-    resource: str, group: str, name: str | None, why: str, causes: list[dict[str, str]] | None = None
-) -> ApiStatusError:
+def forbidden(resource: str, group: str, name: str | None, why: str,
+              causes: list[dict[str, str]] | None = None) -> ApiStatusError:
     qualified = qualified_resource(resource, group)
     subject = f'{qualified} "{name}"' if name else qualified
     return ApiStatusError(403, "Forbidden", f"{subject} is forbidden: {why}", _details(name, group, resource, causes))
@@ -212,9 +201,8 @@ def forbidden_path(user: str, verb: str, path: str) -> ApiStatusError:
 
 
 def internal_error(message: str) -> ApiStatusError:
-    return ApiStatusError(
-        500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
-    )
+    return ApiStatusError(500, "InternalError", f"Internal error occurred: {message}",
+                          {"causes": [{"message": message}]})
 
 
 def too_many_requests(message: str = "Too many requests, please try again later.") -> ApiStatusError:
@@ -224,17 +212,8 @@ def too_many_requests(message: str = "Too many requests, please try again later.
 def status_for_code(code: int, message: str) -> ApiStatusError:
     """A generic Status for fault injection: the reason the real server uses for ``code``."""
     reasons = {
-        400: "BadRequest",
-        401: "Unauthorized",
-        403: "Forbidden",
-        404: "NotFound",
-        405: "MethodNotAllowed",
-        409: "Conflict",
-        410: "Gone",
-        422: "Invalid",
-        429: "TooManyRequests",
-        500: "InternalError",
-        503: "ServiceUnavailable",
-        504: "Timeout",
+        400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+        409: "Conflict", 410: "Gone", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+        503: "ServiceUnavailable", 504: "Timeout",
     }
     return ApiStatusError(code, reasons.get(code, "Unknown"), message)

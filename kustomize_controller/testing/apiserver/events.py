@@ -42,12 +42,8 @@ _RENAMED = {
 }
 _TO_EVENTS = {core: new for new, core in _RENAMED.items()}
 _ALWAYS_SHOWN: dict[str, Any] = {
-    "eventTime": None,
-    "firstTimestamp": None,
-    "lastTimestamp": None,
-    "reportingComponent": "",
-    "reportingInstance": "",
-    "source": {},
+    "eventTime": None, "firstTimestamp": None, "lastTimestamp": None,
+    "reportingComponent": "", "reportingInstance": "", "source": {},
 }
 
 
@@ -65,12 +61,8 @@ def to_storage(rt: ResourceType, obj: dict[str, Any], *, creating: bool) -> dict
         return obj
     if is_events_api(rt):
         if creating and not obj.get("eventTime"):
-            raise errors.invalid(
-                "Event",
-                EVENTS_GROUP,
-                (obj.get("metadata") or {}).get("name") or "",
-                [FieldError("eventTime", "Required value", "")],
-            )
+            raise errors.invalid("Event", EVENTS_GROUP, (obj.get("metadata") or {}).get("name") or "",
+                                 [FieldError("eventTime", "Required value", "")])
         obj = {_RENAMED.get(key, key): value for key, value in obj.items()}
         obj["apiVersion"] = "v1"
     for key, value in _ALWAYS_SHOWN.items():

@@ -67,17 +67,9 @@ class FaultInjector:
         self._delay: list[DelayRule] = []
         self._deletes: list[DeleteRejection] = []
 
-    def fail(
-        self,
-        *,
-        method: str | None = None,
-        path: str | None = None,
-        status: int = 500,
-        count: int | None = 1,
-        message: str | None = None,
-        reason: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> FailRule:
+    def fail(self, *, method: str | None = None, path: str | None = None, status: int = 500,
+             count: int | None = 1, message: str | None = None, reason: str | None = None,
+             details: dict[str, Any] | None = None) -> FailRule:
         error = status_for_code(status, message or f"injected failure ({status})")
         if reason is not None:
             error.reason = reason
@@ -89,22 +81,15 @@ class FaultInjector:
         self._fail.append(rule)
         return rule
 
-    def delay(
-        self, seconds: float, *, method: str | None = None, path: str | None = None, count: int | None = None
-    ) -> DelayRule:
+    def delay(self, seconds: float, *, method: str | None = None, path: str | None = None,
+              count: int | None = None) -> DelayRule:
         rule = DelayRule(method.upper() if method else None, re.compile(path) if path else None, seconds, count)
         self._delay.append(rule)
         return rule
 
-    def reject_deletes(
-        self,
-        *,
-        resource: str | None = None,
-        namespace: str | None = None,
-        name: str | None = None,
-        webhook: str = "deny-delete.testing.local",
-        message: str = "deletion is not allowed",
-    ) -> DeleteRejection:
+    def reject_deletes(self, *, resource: str | None = None, namespace: str | None = None,
+                       name: str | None = None, webhook: str = "deny-delete.testing.local",
+                       message: str = "deletion is not allowed") -> DeleteRejection:
         rule = DeleteRejection(resource, namespace, name, webhook, message)
         self._deletes.append(rule)
         return rule
@@ -134,12 +119,9 @@ class FaultInjector:
 
     def check_delete(self, resource: str, namespace: str, name: str) -> None:
         for rule in self._deletes:
-            if (
-                (rule.resource is None or rule.resource == resource)
-                and (rule.namespace is None or rule.namespace == namespace)
-                and (rule.name is None or rule.name == name)
-            ):
+            if ((rule.resource is None or rule.resource == resource)
+                    and (rule.namespace is None or rule.namespace == namespace)
+                    and (rule.name is None or rule.name == name)):
                 rule.hits += 1
-                raise ApiStatusError(
-                    403, "Forbidden", f'admission webhook "{rule.webhook}" denied the request: {rule.message}'
-                )
+                raise ApiStatusError(403, "Forbidden",
+                                     f'admission webhook "{rule.webhook}" denied the request: {rule.message}')

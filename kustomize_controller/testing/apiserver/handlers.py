@@ -40,17 +40,9 @@ USER_KEY = web.RequestKey("user", UserInfo)
 INFO_KEY = web.RequestKey("info", dict[str, Any])
 
 VERSION_INFO = {
-    "major": "1",
-    "minor": "36",
-    "emulationMajor": "1",
-    "emulationMinor": "36",
-    "gitVersion": "v1.36.0-embedded",
-    "gitCommit": "embedded",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "python",
-    "compiler": "python",
-    "platform": "linux/amd64",
+    "major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+    "gitVersion": "v1.36.0-embedded", "gitCommit": "embedded", "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "python", "compiler": "python", "platform": "linux/amd64",
 }
 
 
@@ -90,15 +82,8 @@ def error_response(err: ApiStatusError) -> web.Response:
 
 
 class Api:
-    def __init__(
-        self,
-        *,
-        cluster: Cluster,
-        authenticator: Authenticator,
-        faults: FaultInjector,
-        request_log: RequestLog,
-        options: ServerOptions,
-    ) -> None:
+    def __init__(self, *, cluster: Cluster, authenticator: Authenticator, faults: FaultInjector,
+                 request_log: RequestLog, options: ServerOptions) -> None:
         self.cluster = cluster
         self.authenticator = authenticator
         self.faults = faults
@@ -168,24 +153,14 @@ class Api:
             status = 500
             return error_response(errors.internal_error(f"{type(err).__name__}: {err}"))
         finally:
-            self.log.append(
-                RequestRecord(
-                    method=request.method,
-                    path=request.path,
-                    query=request.query_string,
-                    status=status,
-                    user=info["user"],
-                    verb=info["verb"],
-                    group=info.get("group", ""),
-                    resource=info.get("resource", ""),
-                    subresource=info.get("subresource", ""),
-                    namespace=info.get("namespace", ""),
-                    name=info.get("name", ""),
-                    dry_run=info.get("dry_run", False),
-                    content_type=request.content_type,
-                    field_manager=request.query.get("fieldManager", ""),
-                )
-            )
+            self.log.append(RequestRecord(
+                method=request.method, path=request.path, query=request.query_string, status=status,
+                user=info["user"], verb=info["verb"], group=info.get("group", ""),
+                resource=info.get("resource", ""), subresource=info.get("subresource", ""),
+                namespace=info.get("namespace", ""), name=info.get("name", ""),
+                dry_run=info.get("dry_run", False), content_type=request.content_type,
+                field_manager=request.query.get("fieldManager", ""),
+            ))
 
     # dispatch -------------------------------------------------------------------------------------
 
@@ -212,12 +187,9 @@ class Api:
         if path == "/openapi/v3":
             return json_response(openapi.index(self.cluster.registry))
         if path.startswith("/openapi/v3/"):
-            parts = path[len("/openapi/v3/") :].split("/")
-            group, version = (
-                ("", parts[1])
-                if parts[0] == "api" and len(parts) == 2
-                else ((parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else ("", ""))
-            )
+            parts = path[len("/openapi/v3/"):].split("/")
+            group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
+                (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else ("", ""))
             doc = openapi.document(self.cluster.registry, group, version) if version else None
             if doc is not None:
                 return json_response(doc)
@@ -262,16 +234,9 @@ class Api:
             raise errors.method_not_allowed()
         dry_run = _dry_run(q.getall("dryRun", []))
         namespace = target.namespace or ""
-        request[INFO_KEY].update(
-            verb=verb,
-            group=rt.group,
-            resource=rt.plural,
-            subresource=target.subresource,
-            namespace=namespace,
-            name=target.name or "",
-            dry_run=dry_run,
-            deprecation=rt.deprecation_warning,
-        )
+        request[INFO_KEY].update(verb=verb, group=rt.group, resource=rt.plural, subresource=target.subresource,
+                               namespace=namespace, name=target.name or "", dry_run=dry_run,
+                               deprecation=rt.deprecation_warning)
         if target.subresource == "token":  # serviceaccounts/token: create only
             if verb != "create":
                 raise errors.method_not_allowed()
@@ -305,36 +270,20 @@ class Api:
             fields = parse_field_selector(field_text, rt.kind, builtin=not rt.custom)
             if verb == "watch":
                 timeout = float(_int(q.get("timeoutSeconds"), "timeoutSeconds") or self.options.watch_timeout)
-                return await serve_watch(
-                    request,
-                    cluster.storage,
-                    WatchRequest(
-                        rt=rt,
-                        namespace=target.namespace,
-                        resource_version=q.get("resourceVersion", ""),
-                        timeout=timeout,
-                        bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
-                        labels=labels,
-                        fields=fields,
-                        send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
-                        bookmark_interval=self.options.bookmark_interval,
-                        convert=versioned.watch_converter(rt) if versioned is not None else None,
-                    ),
-                )
+                return await serve_watch(request, cluster.storage, WatchRequest(
+                    rt=rt, namespace=target.namespace, resource_version=q.get("resourceVersion", ""),
+                    timeout=timeout, bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
+                    labels=labels, fields=fields,
+                    send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
+                    bookmark_interval=self.options.bookmark_interval,
+                    convert=versioned.watch_converter(rt) if versioned is not None else None))
             limit = _int(q.get("limit"), "limit")
             exact = None
             if q.get("resourceVersionMatch") == "Exact" and verb == "list":
                 exact = _int(q.get("resourceVersion"), "resourceVersion")
-            listed = reads.list_objects(
-                cluster,
-                rt,
-                target.namespace,
-                labels=labels,
-                fields=fields,
-                limit=limit if limit else None,
-                continue_token=q.get("continue"),
-                exact_resource_version=exact,
-            )
+            listed = reads.list_objects(cluster, rt, target.namespace, labels=labels, fields=fields,
+                                        limit=limit if limit else None, continue_token=q.get("continue"),
+                                        exact_resource_version=exact)
             if verb == "list":
                 return json_response(await versioned.list(rt, listed) if versioned is not None else listed)
             options = await self._delete_options(request)
@@ -342,7 +291,8 @@ class Api:
             for item in listed["items"]:
                 ns = item["metadata"].get("namespace", "")
                 if versioned is not None:
-                    body, is_object = await versioned.delete(rt, ns, item["metadata"]["name"], options, dry_run=dry_run)
+                    body, is_object = await versioned.delete(rt, ns, item["metadata"]["name"], options,
+                                                             dry_run=dry_run)
                     deleted.append(body if is_object else (await versioned.out(rt, [item]))[0])
                     continue
                 body, is_object = cluster.delete(rt, ns, item["metadata"]["name"], options, dry_run=dry_run)
@@ -361,13 +311,11 @@ class Api:
         if verb == "update":
             body = await self._json_body(request)
             if versioned is not None:
-                updated = await versioned.update(
-                    rt, namespace, name, body, subresource=target.subresource, dry_run=dry_run, manager=manager, ctx=ctx
-                )
+                updated = await versioned.update(rt, namespace, name, body, subresource=target.subresource,
+                                                 dry_run=dry_run, manager=manager, ctx=ctx)
                 return _with_warnings(json_response(updated), ctx)
-            updated = cluster.update(
-                rt, namespace, name, body, subresource=target.subresource, dry_run=dry_run, manager=manager, ctx=ctx
-            )
+            updated = cluster.update(rt, namespace, name, body, subresource=target.subresource, dry_run=dry_run,
+                                     manager=manager, ctx=ctx)
             return _with_warnings(json_response(updated), ctx)
         if verb == "patch":
             patch_type = PATCH_TYPES.get(request.content_type)
@@ -378,30 +326,14 @@ class Api:
             force = q.get("force", "").lower() == "true"
             if versioned is not None:
                 patched, was_created = await versioned.patch(
-                    rt,
-                    namespace,
-                    name,
-                    patch,
-                    patch_type=patch_type,
-                    subresource=target.subresource,
-                    dry_run=dry_run,
-                    manager=q.get("fieldManager") if patch_type == "apply" else manager,
-                    force=force,
-                    ctx=ctx,
-                )
+                    rt, namespace, name, patch, patch_type=patch_type, subresource=target.subresource,
+                    dry_run=dry_run, manager=q.get("fieldManager") if patch_type == "apply" else manager,
+                    force=force, ctx=ctx)
                 return _with_warnings(json_response(patched, 201 if was_created else 200), ctx)
-            patched, was_created = cluster.patch(
-                rt,
-                namespace,
-                name,
-                patch,
-                patch_type=patch_type,
-                subresource=target.subresource,
-                dry_run=dry_run,
-                manager=q.get("fieldManager") if patch_type == "apply" else manager,
-                force=force,
-                ctx=ctx,
-            )
+            patched, was_created = cluster.patch(rt, namespace, name, patch, patch_type=patch_type,
+                                                 subresource=target.subresource, dry_run=dry_run,
+                                                 manager=q.get("fieldManager") if patch_type == "apply" else manager,
+                                                 force=force, ctx=ctx)
             return _with_warnings(json_response(patched, 201 if was_created else 200), ctx)
         options = await self._delete_options(request)
         if not dry_run and options.get("dryRun"):
@@ -460,9 +392,8 @@ def _field_validation(value: str | None) -> str:
     if value is None or value == "":
         return "Warn"
     if value not in ("Ignore", "Warn", "Strict"):
-        raise errors.bad_request(
-            f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Strict", "Warn"'
-        )
+        raise errors.bad_request(f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", '
+                                 f'"Strict", "Warn"')
     return value
 
 
@@ -499,12 +430,8 @@ def _int(value: str | None, name: str) -> int | None:
 def _dry_run(values: list[str]) -> bool:
     for value in values:
         if value != "All":
-            raise errors.invalid(
-                "CreateOptions",
-                "meta.k8s.io",
-                "",
-                [errors.FieldError("dryRun", "Unsupported value", 'supported values: "All"', value)],
-            )
+            raise errors.invalid("CreateOptions", "meta.k8s.io", "", [errors.FieldError(
+                "dryRun", "Unsupported value", 'supported values: "All"', value)])
     return bool(values)
 
 

@@ -74,75 +74,42 @@ class ResourceType:
             main["categories"] = list(self.categories)
         entries = [main]
         if self.kind == "Namespace" and not self.group:
-            entries.append(
-                {
-                    "name": "namespaces/finalize",
-                    "singularName": "",
-                    "namespaced": False,
-                    "kind": "Namespace",
-                    "verbs": ["update"],
-                }
-            )
+            entries.append({"name": "namespaces/finalize", "singularName": "", "namespaced": False,
+                            "kind": "Namespace", "verbs": ["update"]})
         if self.has_status:
-            entries.append(
-                {
-                    "name": f"{self.plural}/status",
-                    "singularName": "",
-                    "namespaced": self.namespaced,
-                    "kind": self.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
+            entries.append({
+                "name": f"{self.plural}/status",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            })
         return entries
 
 
 def _b(group: str, version: str, kind: str, plural: str, namespaced: bool = True, **kw: Any) -> ResourceType:
-    return ResourceType(
-        group=group, version=version, kind=kind, plural=plural, namespaced=namespaced, singular=kind.lower(), **kw
-    )
+    return ResourceType(group=group, version=version, kind=kind, plural=plural, namespaced=namespaced,
+                        singular=kind.lower(), **kw)
 
 
 WORKLOAD: dict[str, Any] = {"has_status": True, "generation": True, "categories": ("all",)}
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
-    _b(
-        "",
-        "v1",
-        "Namespace",
-        "namespaces",
-        False,
-        short_names=("ns",),
-        has_status=True,
-        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    ),
+    _b("", "v1", "Namespace", "namespaces", False, short_names=("ns",), has_status=True,
+       verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     _b("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
     _b("", "v1", "Secret", "secrets"),
-    _b(
-        "",
-        "v1",
-        "Service",
-        "services",
-        short_names=("svc",),
-        has_status=True,
-        categories=("all",),
-        immutable=("spec.clusterIP",),
-    ),
+    _b("", "v1", "Service", "services", short_names=("svc",), has_status=True, categories=("all",),
+       immutable=("spec.clusterIP",)),
     _b("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",)),
     _b("", "v1", "Pod", "pods", short_names=("po",), **WORKLOAD),
     _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",), has_status=True),
     _b("", "v1", "Event", "events", short_names=("ev",)),
     _b("events.k8s.io", "v1", "Event", "events", short_names=("ev",), storage_group=""),
-    _b(
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        short_names=("deploy",),
-        annotations_bump_generation=True,
-        immutable=("spec.selector",),
-        **WORKLOAD,
-    ),
-    _b("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), immutable=("spec.selector",), **WORKLOAD),
+    _b("apps", "v1", "Deployment", "deployments", short_names=("deploy",), annotations_bump_generation=True,
+       immutable=("spec.selector",), **WORKLOAD),
+    _b("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), immutable=("spec.selector",),
+       **WORKLOAD),
     _b("apps", "v1", "DaemonSet", "daemonsets", short_names=("ds",), immutable=("spec.selector",), **WORKLOAD),
     _b("apps", "v1", "ReplicaSet", "replicasets", short_names=("rs",), immutable=("spec.selector",), **WORKLOAD),
     _b("batch", "v1", "Job", "jobs", immutable=("spec.template", "spec.selector"), **WORKLOAD),
@@ -150,39 +117,20 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _b("rbac.authorization.k8s.io", "v1", "Role", "roles"),
     _b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", immutable=("roleRef",)),
     _b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
-    _b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, immutable=("roleRef",)),
+    _b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False,
+       immutable=("roleRef",)),
     _b("coordination.k8s.io", "v1", "Lease", "leases"),
     _b("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",), generation=True),
-    _b("networking.k8s.io", "v1", "Ingress", "ingresses", short_names=("ing",), has_status=True, generation=True),
-    _b(
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        short_names=("pdb",),
-        has_status=True,
-        generation=True,
-    ),
-    _b(
-        "storage.k8s.io",
-        "v1",
-        "StorageClass",
-        "storageclasses",
-        False,
-        short_names=("sc",),
-        immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"),
-    ),
-    _b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",), immutable=("value",)),
-    _b(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        False,
-        short_names=("crd", "crds"),
-        has_status=True,
-        generation=True,
-    ),
+    _b("networking.k8s.io", "v1", "Ingress", "ingresses", short_names=("ing",), has_status=True,
+       generation=True),
+    _b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",), has_status=True,
+       generation=True),
+    _b("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",),
+       immutable=("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")),
+    _b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",),
+       immutable=("value",)),
+    _b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
+       short_names=("crd", "crds"), has_status=True, generation=True),
 )
 
 CRD_STORAGE_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -202,30 +150,25 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
             continue
         subresources = version.get("subresources") or {}
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        result.append(
-            ResourceType(
-                group=group,
-                version=version["name"],
-                kind=names.get("kind", ""),
-                plural=names.get("plural", ""),
-                singular=names.get("singular") or names.get("kind", "").lower(),
-                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                short_names=tuple(names.get("shortNames") or ()),
-                categories=tuple(names.get("categories") or ()),
-                has_status="status" in subresources,
-                generation=True,
-                custom=True,
-                schema=schema if isinstance(schema, dict) else None,
-                storage_version=storage,
-                conversion=conversion,
-                deprecation_warning=(
-                    version.get("deprecationWarning")
-                    or f"{group}/{version['name']} {names.get('kind', '')} is deprecated"
-                )
-                if version.get("deprecated")
-                else "",
-            )
-        )
+        result.append(ResourceType(
+            group=group,
+            version=version["name"],
+            kind=names.get("kind", ""),
+            plural=names.get("plural", ""),
+            singular=names.get("singular") or names.get("kind", "").lower(),
+            namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()),
+            has_status="status" in subresources,
+            generation=True,
+            custom=True,
+            schema=schema if isinstance(schema, dict) else None,
+            storage_version=storage,
+            conversion=conversion,
+            deprecation_warning=(version.get("deprecationWarning")
+                                 or f"{group}/{version['name']} {names.get('kind', '')} is deprecated")
+            if version.get("deprecated") else "",
+        ))
     return result
 
 
@@ -309,11 +252,8 @@ class Registry:
         return (group, version) in self._served
 
     def api_versions(self) -> dict[str, Any]:
-        return {
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
-        }
+        return {"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
 
     def api_group(self, group: str) -> dict[str, Any]:
         versions = self._versions(group)
@@ -321,19 +261,16 @@ class Registry:
         return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
     def api_group_list(self) -> dict[str, Any]:
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self.api_group(g) for g in self._group_order]}
+        return {"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [self.api_group(g) for g in self._group_order]}
 
     def resource_list(self, group: str, version: str) -> dict[str, Any]:
         resources: list[dict[str, Any]] = []
         for (g, v, _), rt in self._by_resource.items():
             if g == group and v == version:
                 resources.extend(rt.api_resource())
-        return {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version,
-            "resources": resources,
-        }
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 
 
 def _version_priority(version: str) -> tuple[int, int, int, str]:

@@ -77,9 +77,8 @@ def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None)
         try:
             apply_defaults(rt.group, rt.kind, obj)
         except ValueError as err:
-            raise errors.bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {err}'
-            ) from err
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"{err}") from err
     if rt.kind == "Job" and rt.group == "batch" and old is None:
         _job_selector(obj)  # the create strategy, after defaulting (which decoding did)
     return obj
@@ -97,13 +96,8 @@ def _job_selector(job: dict[str, Any]) -> None:
         return
     meta = template.setdefault("metadata", {})
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    meta["labels"] = {
-        **labels,
-        "batch.kubernetes.io/controller-uid": uid,
-        "batch.kubernetes.io/job-name": name,
-        "controller-uid": uid,
-        "job-name": name,
-    }
+    meta["labels"] = {**labels, "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                      "controller-uid": uid, "job-name": name}
     spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
@@ -119,10 +113,8 @@ def _secret_string_data(obj: dict[str, Any]) -> None:
         try:
             base64.b64decode(str(value), validate=True)
         except (ValueError, binascii.Error) as err:
-            raise errors.bad_request(
-                f'Secret in version "v1" cannot be handled as a Secret: illegal base64 '
-                f"data at input byte 0 (key {key!r})"
-            ) from err
+            raise errors.bad_request(f"Secret in version \"v1\" cannot be handled as a Secret: illegal base64 "
+                                     f"data at input byte 0 (key {key!r})") from err
 
 
 def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -143,16 +135,12 @@ def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
 
 def _node_ports(spec: dict[str, Any], old_spec: dict[str, Any]) -> None:
     """A NodePort/LoadBalancer port without ``nodePort`` keeps the one it had, else gets one of 30000-32767."""
-    previous = {
-        (p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
-        for p in old_spec.get("ports") or []
-        if isinstance(p, dict)
-    }
+    previous = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort")
+                for p in old_spec.get("ports") or [] if isinstance(p, dict)}
     for port in spec.get("ports") or []:
         if isinstance(port, dict) and not port.get("nodePort"):
             port["nodePort"] = previous.get((port.get("port"), port.get("protocol", "TCP"))) or (
-                30000 + secrets.randbelow(2768)
-            )
+                30000 + secrets.randbelow(2768))
 
 
 def _initial_status(rt: ResourceType) -> dict[str, Any]:
@@ -177,9 +165,8 @@ def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> 
     return False
 
 
-def prepare_update(
-    rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None
-) -> dict[str, Any]:
+def prepare_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None
+                   ) -> dict[str, Any]:
     """The object to store for an update of ``old`` by the client-supplied ``new``."""
     if subresource == "status":
         status_only = copy.deepcopy(old)
@@ -226,7 +213,6 @@ def prepare_update(
 
 def semantically_equal(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """True when an update would store nothing new (then the real server keeps the resourceVersion)."""
-
     def strip(obj: dict[str, Any]) -> dict[str, Any]:
         stripped = dict(obj)
         meta = dict(stripped.get("metadata") or {})
@@ -249,3 +235,4 @@ def with_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
     view = dict(obj)
     view["apiVersion"] = rt.api_version
     return view
+

@@ -37,21 +37,15 @@ def document(registry: Registry, group: str, version: str) -> dict[str, Any] | N
     paths: dict[str, Any] = {}
     for rt in types:
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-        paths[_item_path(rt)] = {
-            "patch": {
-                "operationId": f"patch{rt.kind}",
-                "parameters": _PARAMS,
-                "responses": {"200": {"description": "OK"}},
-                "x-kubernetes-action": "patch",
-                "x-kubernetes-group-version-kind": gvk,
-            }
-        }
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.36.0"},
-        "paths": paths,
-        "components": {"schemas": {}},
-    }
+        paths[_item_path(rt)] = {"patch": {
+            "operationId": f"patch{rt.kind}",
+            "parameters": _PARAMS,
+            "responses": {"200": {"description": "OK"}},
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": gvk,
+        }}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.36.0"}, "paths": paths,
+            "components": {"schemas": {}}}
 
 
 def index(registry: Registry) -> dict[str, Any]:

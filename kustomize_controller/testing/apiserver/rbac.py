@@ -52,7 +52,8 @@ def _rule_allows(rule: dict[str, Any], attrs: Attributes) -> bool:
         return False
     if not attrs.resource_request:
         urls = rule.get("nonResourceURLs") or []
-        return any(u == "*" or u == attrs.path or (u.endswith("*") and attrs.path.startswith(u[:-1])) for u in urls)
+        return any(u == "*" or u == attrs.path or (u.endswith("*") and attrs.path.startswith(u[:-1]))
+                   for u in urls)
     groups = rule.get("apiGroups")
     if groups is None or ("*" not in groups and attrs.group not in groups):
         return False
@@ -84,10 +85,10 @@ class Authorizer:
             if attrs.path.startswith(_DISCOVERY_PREFIXES):
                 return True
         bindings: list[tuple[dict[str, Any], str]] = [
-            (b, "") for b in self._storage.iterate((_RBAC, "clusterrolebindings"), None)
-        ]
+            (b, "") for b in self._storage.iterate((_RBAC, "clusterrolebindings"), None)]
         if attrs.namespace:
-            bindings += [(b, attrs.namespace) for b in self._storage.iterate((_RBAC, "rolebindings"), attrs.namespace)]
+            bindings += [(b, attrs.namespace)
+                         for b in self._storage.iterate((_RBAC, "rolebindings"), attrs.namespace)]
         for binding, ns in bindings:
             if not any(_subject_matches(s, user, ns) for s in binding.get("subjects") or []):
                 continue

@@ -53,23 +53,14 @@ def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
     except (ValueError, KeyError, TypeError, binascii.Error) as err:
         raise errors.bad_request(f"continue key is not valid: {err}") from err
     if data.get("v") != "meta.k8s.io/v1":
-        raise errors.bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
-        )
+        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                                 "(version meta.k8s.io/v1)")
     return rv, (ns, name)
 
 
-def list_objects(
-    cluster: Cluster,
-    rt: ResourceType,
-    namespace: str | None,
-    *,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    limit: int | None,
-    continue_token: str | None,
-    exact_resource_version: int | None = None,
-) -> dict[str, Any]:
+def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, labels: LabelSelector,
+                 fields: FieldSelector, limit: int | None, continue_token: str | None,
+                 exact_resource_version: int | None = None) -> dict[str, Any]:
     """One page of a list. ``exact_resource_version`` (``resourceVersionMatch=Exact``) lists the state
     at that version: 410 when the history no longer reaches it, 504 when it is in the future."""
     storage = cluster.storage
@@ -83,15 +74,11 @@ def list_objects(
         if exact_resource_version < storage.oldest_watchable:
             raise errors.gone_expired("The resourceVersion for the provided list is too old.")
         if exact_resource_version > storage.resource_version:
-            raise errors.ApiStatusError(
-                504,
-                "Timeout",
-                f"Too large resource version: {exact_resource_version}, current: {storage.resource_version}",
-                {
-                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                    "retryAfterSeconds": 1,
-                },
-            )
+            raise errors.ApiStatusError(504, "Timeout", f"Too large resource version: {exact_resource_version}, "
+                                        f"current: {storage.resource_version}",
+                                        {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                     "message": "Too large resource version"}],
+                                         "retryAfterSeconds": 1})
         list_rv = exact_resource_version
     scope_ns = namespace
     pinned_ns = fields.single_value("metadata.namespace")
@@ -102,12 +89,8 @@ def list_objects(
     remaining: int | None = None
     candidates: Iterator[dict[str, Any]]
     pinned_name = fields.single_value("metadata.name")
-    if (
-        pinned_name is not None
-        and (scope_ns is not None or not rt.namespaced)
-        and after is None
-        and list_rv == storage.resource_version
-    ):
+    if (pinned_name is not None and (scope_ns is not None or not rt.namespaced) and after is None
+            and list_rv == storage.resource_version):
         obj = storage.get(rt.storage_key, scope_ns or "", pinned_name)
         candidates = iter([obj] if obj is not None else [])
     elif list_rv < storage.resource_version:
@@ -134,9 +117,8 @@ def list_objects(
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
 
 
-def _snapshot(
-    storage: Storage, rt: ResourceType, namespace: str | None, after: Key | None, rv: int
-) -> Iterator[dict[str, Any]]:
+def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key | None, rv: int
+              ) -> Iterator[dict[str, Any]]:
     """Objects after ``after`` as they were at ``rv`` (what etcd serves a continue token): the current
     objects, with every key written since ``rv`` replaced by its state before that first write."""
     then: dict[Key, dict[str, Any] | None] = {}
@@ -146,11 +128,9 @@ def _snapshot(
         if key not in then:
             then[key] = event.old
     # keys gone since rv (or changed), in key order, with the state they had then
-    revived = sorted(
-        (k, old)
-        for k, old in then.items()
-        if old is not None and (after is None or k > after) and (namespace is None or k[0] == namespace)
-    )
+    revived = sorted((k, old) for k, old in then.items()
+                     if old is not None and (after is None or k > after)
+                     and (namespace is None or k[0] == namespace))
     position = 0
     for obj in storage.iterate(rt.storage_key, namespace, after):
         meta = obj["metadata"]

@@ -51,17 +51,9 @@ class RequestLog:
     def clear(self) -> None:
         self._records.clear()
 
-    def select(
-        self,
-        *,
-        verb: str | None = None,
-        resource: str | None = None,
-        namespace: str | None = None,
-        name: str | None = None,
-        writes_only: bool = False,
-        include_dry_run: bool = False,
-        successful_only: bool = False,
-    ) -> list[RequestRecord]:
+    def select(self, *, verb: str | None = None, resource: str | None = None, namespace: str | None = None,
+               name: str | None = None, writes_only: bool = False, include_dry_run: bool = False,
+               successful_only: bool = False) -> list[RequestRecord]:
         result = []
         for r in self._records:
             if writes_only and not r.is_write:

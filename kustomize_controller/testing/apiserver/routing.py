@@ -75,11 +75,9 @@ def parse(registry: Registry, path: str) -> Target | Discovery:
         raise errors.page_not_found()
     if rt.namespaced and namespace is None and name is not None:
         raise errors.page_not_found()
-    if subresource and not (
-        (subresource == "status" and rt.has_status)
-        or (subresource == "finalize" and rt.kind == "Namespace" and not rt.group)
-        or (subresource == "token" and rt.kind == "ServiceAccount" and not rt.group)
-    ):
+    if subresource and not ((subresource == "status" and rt.has_status) or (
+            subresource == "finalize" and rt.kind == "Namespace" and not rt.group) or (
+            subresource == "token" and rt.kind == "ServiceAccount" and not rt.group)):
         raise errors.page_not_found()
     if watch_path and subresource:
         raise errors.page_not_found()

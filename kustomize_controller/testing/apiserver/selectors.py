@@ -17,10 +17,8 @@ from typing import Any
 
 from .errors import bad_request
 
-_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
+_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                  r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
@@ -85,19 +83,15 @@ def _split_top_level(text: str) -> list[str]:
 
 def _check_key(key: str, source: str) -> None:
     if not key or len(key.rpartition("/")[2]) > 63 or not _KEY.match(key):
-        raise bad_request(
-            f'unable to parse requirement: invalid label key "{key}": name part must consist of '
-            f"alphanumeric characters, '-', '_' or '.', and must start and end with an "
-            f"alphanumeric character (in selector {source!r})"
-        )
+        raise bad_request(f'unable to parse requirement: invalid label key "{key}": name part must consist of '
+                          f"alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                          f"alphanumeric character (in selector {source!r})")
 
 
 def _check_value(value: str) -> None:
     if len(value) > 63 or not _VALUE.match(value):
-        raise bad_request(
-            f'unable to parse requirement: values[0][{value}]: Invalid value: "{value}": a valid '
-            f"label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"
-        )
+        raise bad_request(f'unable to parse requirement: values[0][{value}]: Invalid value: "{value}": a valid '
+                          f"label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'")
 
 
 _SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\((.*)\)\s*$")
@@ -117,9 +111,8 @@ def parse_label_selector(text: str | None) -> LabelSelector:
             _check_key(key, text)
             values = tuple(v.strip() for v in body.split(",")) if body.strip() else ()
             if not values:
-                raise bad_request(
-                    f"unable to parse requirement: for 'in', 'notin' operators, values set can't be empty (in {text!r})"
-                )
+                raise bad_request(f"unable to parse requirement: for 'in', 'notin' operators, values set "
+                                  f"can't be empty (in {text!r})")
             for v in values:
                 _check_value(v)
             requirements.append(Requirement(key, op, tuple(sorted(values))))
@@ -128,10 +121,8 @@ def parse_label_selector(text: str | None) -> LabelSelector:
             _check_key(key, text)
             if op in (">", "<"):
                 if not re.fullmatch(r"-?\d+", value):
-                    raise bad_request(
-                        f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be "
-                        f"an integer (in {text!r})"
-                    )
+                    raise bad_request(f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be "
+                                      f"an integer (in {text!r})")
                 requirements.append(Requirement(key, "gt" if op == ">" else "lt", (value,)))
             else:
                 _check_value(value)
@@ -184,32 +175,12 @@ def _path_getter(path: str) -> FieldGetter:
 COMMON_FIELDS = ("metadata.name", "metadata.namespace")
 EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
     "Secret": ("type",),
-    "Pod": (
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    ),
-    "Event": (
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
-        "regarding.kind",
-        "regarding.name",
-        "regarding.namespace",
-        "regarding.uid",
-    ),
+    "Pod": ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+            "status.phase", "status.podIP", "status.nominatedNodeName"),
+    "Event": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+              "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+              "reason", "reportingComponent", "source", "type", "regarding.kind", "regarding.name",
+              "regarding.namespace", "regarding.uid"),
     "Namespace": ("status.phase",),
     "Job": ("status.successful",),
 }
@@ -250,7 +221,7 @@ def parse_field_selector(text: str | None, kind: str, *, builtin: bool = False) 
         if name not in allowed:
             if builtin and kind not in EXTRA_FIELDS:
                 raise bad_request(f'"{name}" is not a known field selector: only "metadata.name", "metadata.namespace"')
-            raise bad_request(f"field label not supported: {name}")
+            raise bad_request(f'field label not supported: {name}')
         # Events are stored in the core/v1 shape (events.py): events.k8s.io's names read the core fields
         stored = "involvedObject." + name.removeprefix("regarding.") if name.startswith("regarding.") else name
         terms.append((name, op != "!=", value, _path_getter(stored)))

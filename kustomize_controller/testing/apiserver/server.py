@@ -71,37 +71,20 @@ class ApiServer:
         self._host = host
         self._port = port
         self.token = token or secrets.token_urlsafe(32)
-        self.cluster = Cluster(
-            history_size=history_size,
-            clock=clock,
-            watcher_buffer=watcher_buffer,
-            simulate_workloads=simulate_workloads,
-            populate_namespaces=populate_namespaces,
-        )
+        self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer,
+                               simulate_workloads=simulate_workloads, populate_namespaces=populate_namespaces)
         self.faults = FaultInjector()
         self.requests = RequestLog()
         self.authenticator = Authenticator(anonymous=anonymous_auth)
         self.authenticator.add_token(self.token, ADMIN)
-        self.options = ServerOptions(
-            rbac=rbac,
-            watch_timeout=watch_timeout,
-            bookmark_interval=bookmark_interval,
-            flow_control_headers=flow_control_headers,
-            throttle_share=throttle_share,
-        )
-        self._api = Api(
-            cluster=self.cluster,
-            authenticator=self.authenticator,
-            faults=self.faults,
-            request_log=self.requests,
-            options=self.options,
-        )
+        self.options = ServerOptions(rbac=rbac, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval,
+                                     flow_control_headers=flow_control_headers, throttle_share=throttle_share)
+        self._api = Api(cluster=self.cluster, authenticator=self.authenticator, faults=self.faults,
+                        request_log=self.requests, options=self.options)
         self.tokens = self._api.tokens  # the TokenRequest issuer (its public key verifies its tokens)
         self.cluster.delete_hooks.append(
-            lambda rt, obj: self.faults.check_delete(
-                rt.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-            )
-        )
+            lambda rt, obj: self.faults.check_delete(rt.plural, obj["metadata"].get("namespace", ""),
+                                                     obj["metadata"]["name"]))
         self._runner: web.AppRunner | None = None
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
@@ -211,16 +194,14 @@ class ApiServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await self.stop()
 
     # kubeconfig -----------------------------------------------------------------------------------
 
-    def kubeconfig(
-        self, *, token: str | None = None, user: str = "admin", namespace: str = "default"
-    ) -> dict[str, Any]:
+    def kubeconfig(self, *, token: str | None = None, user: str = "admin", namespace: str = "default"
+                   ) -> dict[str, Any]:
         cluster: dict[str, Any] = {"server": self.url}
         if self._cert is not None:
             cluster["certificate-authority-data"] = base64.b64encode(self._cert.cert_pem).decode()
@@ -229,9 +210,8 @@ class ApiServer:
             "kind": "Config",
             "clusters": [{"name": "embedded", "cluster": cluster}],
             "users": [{"name": user, "user": {"token": token or self.token}}],
-            "contexts": [
-                {"name": "embedded", "context": {"cluster": "embedded", "user": user, "namespace": namespace}}
-            ],
+            "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": user,
+                                                          "namespace": namespace}}],
             "current-context": "embedded",
             "preferences": {},
         }

@@ -44,9 +44,8 @@ class Event:
 class Watcher:
     """One open watch: a queue of events for one resource, closed by ``close()`` or overflow."""
 
-    def __init__(
-        self, storage_key: StorageKey, namespace: str | None, accepts: Callable[[Event], bool], buffer: int
-    ) -> None:
+    def __init__(self, storage_key: StorageKey, namespace: str | None,
+                 accepts: Callable[[Event], bool], buffer: int) -> None:
         self.storage_key = storage_key
         self.namespace = namespace
         self.accepts = accepts
@@ -194,7 +193,8 @@ class Storage:
     def dependents(self, owner_uid: str) -> list[tuple[StorageKey, str, str]]:
         return sorted(self._dependents.get(owner_uid, ()))
 
-    def _index_owners(self, key: StorageKey, k: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    def _index_owners(self, key: StorageKey, k: Key, old: dict[str, Any] | None, new: dict[str, Any] | None
+                      ) -> None:
         before = _owner_uids(old)
         after = _owner_uids(new)
         entry = (key, k[0], k[1])
@@ -255,9 +255,8 @@ class Storage:
 
     # watch --------------------------------------------------------------------------------------
 
-    def watch(
-        self, key: StorageKey, namespace: str | None, since: int | None, accepts: Callable[[Event], bool]
-    ) -> tuple[Watcher, list[Event]] | None:
+    def watch(self, key: StorageKey, namespace: str | None, since: int | None,
+              accepts: Callable[[Event], bool]) -> tuple[Watcher, list[Event]] | None:
         """Register a watcher; returns it with the history events after ``since`` to replay first.
 
         ``since`` None means "from now" (the caller sends synthetic ADDED events itself). Returns None

@@ -59,20 +59,9 @@ def make_serving_cert(directory: Path, *, host: str) -> ServingCert:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                key_encipherment=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, key_encipherment=False,
+                                     content_commitment=False, data_encipherment=False, key_agreement=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .sign(key, hashes.SHA256())
@@ -81,8 +70,7 @@ def make_serving_cert(directory: Path, *, host: str) -> ServingCert:
     cert_path = directory / "apiserver.crt"
     key_path = directory / "apiserver.key"
     cert_path.write_bytes(cert_pem)
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
     key_path.chmod(0o600)
     return ServingCert(cert_path, key_path, cert_pem)

@@ -24,16 +24,12 @@ _LABEL_NAMED = {"Namespace", "Service"}
 # RBAC objects accept path-segment names (e.g. "system:controller:foo")
 _PATH_SEGMENT_NAMED = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
-SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-    r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                 "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                 r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+             "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 
 
 def name_errors(rt: ResourceType, name: str | None) -> list[FieldError]:
@@ -66,48 +62,26 @@ def metadata_errors(meta: dict[str, Any]) -> list[FieldError]:
         return [FieldError("metadata.labels", "Invalid value", "must be a map of strings", labels)]
     for key, value in labels.items():
         if not _key_ok(key):
-            errors.append(
-                FieldError(
-                    "metadata.labels",
-                    "Invalid value",
-                    "name part must consist of alphanumeric "
-                    "characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                    "character",
-                    key,
-                )
-            )
+            errors.append(FieldError("metadata.labels", "Invalid value", "name part must consist of alphanumeric "
+                                     "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                                     "character", key))
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            errors.append(
-                FieldError(
-                    "metadata.labels",
-                    "Invalid value",
-                    "a valid label must be an empty string or "
-                    "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                    "with an alphanumeric character",
-                    value,
-                )
-            )
+            errors.append(FieldError("metadata.labels", "Invalid value", "a valid label must be an empty string or "
+                                     "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                                     "with an alphanumeric character", value))
     annotations = meta.get("annotations") or {}
     for key, value in annotations.items() if isinstance(annotations, dict) else ():
         if not _key_ok(key):
-            errors.append(
-                FieldError(
-                    "metadata.annotations",
-                    "Invalid value",
-                    "name part must consist of "
-                    "alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                    "alphanumeric character",
-                    key,
-                )
-            )
+            errors.append(FieldError("metadata.annotations", "Invalid value", "name part must consist of "
+                                     "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                                     "alphanumeric character", key))
         if not isinstance(value, str):
             errors.append(FieldError(f"metadata.annotations[{key}]", "Invalid value", "must be a string", value))
     finalizers = meta.get("finalizers") or []
     for i, finalizer in enumerate(finalizers):
         if not isinstance(finalizer, str) or not finalizer:
-            errors.append(
-                FieldError(f"metadata.finalizers[{i}]", "Invalid value", "must be a non-empty string", finalizer)
-            )
+            errors.append(FieldError(f"metadata.finalizers[{i}]", "Invalid value", "must be a non-empty string",
+                                     finalizer))
     return errors
 
 
@@ -161,11 +135,8 @@ def new_finalizer_errors(old_meta: dict[str, Any], meta: dict[str, Any]) -> list
     added = sorted({f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])})
     if not added:
         return []
-    error = FieldError(
-        "metadata.finalizers",
-        "Forbidden",
-        f"no new finalizers can be added if the object is being deleted, found new finalizers {go_string_slice(added)}",
-    )
+    error = FieldError("metadata.finalizers", "Forbidden", "no new finalizers can be added if the object is being "
+                       f"deleted, found new finalizers {go_string_slice(added)}")
     return [error, error]
 
 
@@ -190,12 +161,10 @@ def check_micro_times(rt: ResourceType, obj: dict[str, Any]) -> None:
         text = value if isinstance(value, str) else json.dumps(value)
         seconds = re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text)
         # Go names the first part of the input the layout could not take
-        rest, element = (text[seconds.end() :], ".000000") if seconds else (text, "2006")
-        raise bad_request(
-            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: parsing time '
-            f'{json.dumps(text)} as "{_MICRO_TIME_LAYOUT}": cannot parse {json.dumps(rest)} as '
-            f'"{element}"'
-        )
+        rest, element = (text[seconds.end():], ".000000") if seconds else (text, "2006")
+        raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: parsing time '
+                          f'{json.dumps(text)} as "{_MICRO_TIME_LAYOUT}": cannot parse {json.dumps(rest)} as '
+                          f'"{element}"')
 
 
 def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
@@ -210,36 +179,18 @@ def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
     if not names.get("kind"):
         errors.append(FieldError("spec.names.kind", "Required value", ""))
     if spec.get("scope") not in ("Namespaced", "Cluster"):
-        errors.append(
-            FieldError(
-                "spec.scope", "Unsupported value", 'supported values: "Cluster", "Namespaced"', spec.get("scope")
-            )
-        )
+        errors.append(FieldError("spec.scope", "Unsupported value", 'supported values: "Cluster", "Namespaced"',
+                                 spec.get("scope")))
     versions = spec.get("versions") or []
     if not versions:
-        errors.append(
-            FieldError(
-                "spec.versions", "Invalid value", "must have exactly one version marked as storage version", versions
-            )
-        )
+        errors.append(FieldError("spec.versions", "Invalid value", "must have exactly one version marked as "
+                                 "storage version", versions))
     elif sum(1 for v in versions if v.get("storage")) != 1:
-        errors.append(
-            FieldError(
-                "spec.versions",
-                "Invalid value",
-                "must have exactly one version marked as storage version",
-                [v.get("name") for v in versions],
-            )
-        )
+        errors.append(FieldError("spec.versions", "Invalid value", "must have exactly one version marked as "
+                                 "storage version", [v.get("name") for v in versions]))
     if group and plural and obj["metadata"].get("name") != f"{plural}.{group}":
-        errors.append(
-            FieldError(
-                "metadata.name",
-                "Invalid value",
-                'must be spec.names.plural+"."+spec.group',
-                obj["metadata"].get("name"),
-            )
-        )
+        errors.append(FieldError("metadata.name", "Invalid value", 'must be spec.names.plural+"."+spec.group',
+                                 obj["metadata"].get("name")))
     return errors
 
 
@@ -252,11 +203,8 @@ def kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
         if not ref.get("name"):
             errors.append(FieldError("roleRef.name", "Required value", ""))
         if ref.get("kind") not in ("Role", "ClusterRole"):
-            errors.append(
-                FieldError(
-                    "roleRef.kind", "Unsupported value", 'supported values: "ClusterRole", "Role"', ref.get("kind")
-                )
-            )
+            errors.append(FieldError("roleRef.kind", "Unsupported value", 'supported values: "ClusterRole", "Role"',
+                                     ref.get("kind")))
         return errors
     return []
 

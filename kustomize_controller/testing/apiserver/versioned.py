@@ -61,7 +61,6 @@ class VersionedRequests:
     def watch_converter(self, rt: ResourceType) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
         async def convert(obj: dict[str, Any]) -> dict[str, Any]:
             return (await self.out(rt, [obj]))[0]
-
         return convert
 
     # writes ---------------------------------------------------------------------------------------
@@ -71,92 +70,42 @@ class VersionedRequests:
         stored_as = self._converter.storage_type(rt)
         return (await self._converter.convert([admitted], source=rt, target=stored_as))[0]
 
-    async def create(
-        self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str, ctx: WriteContext
-    ) -> dict[str, Any]:
+    async def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str,
+                     ctx: WriteContext) -> dict[str, Any]:
         body = Cluster._check_body(rt, copy.deepcopy(body), namespace, None)
         converted = await self._to_storage(rt, body, ctx)
-        created = self._cluster.create(
-            self._converter.storage_type(rt), namespace, converted, dry_run=dry_run, manager=manager, ctx=ctx
-        )
+        created = self._cluster.create(self._converter.storage_type(rt), namespace, converted, dry_run=dry_run,
+                                       manager=manager, ctx=ctx)
         return (await self.out(rt, [created]))[0]
 
-    async def update(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        body: Any,
-        *,
-        subresource: str,
-        dry_run: bool,
-        manager: str,
-        ctx: WriteContext,
-    ) -> dict[str, Any]:
+    async def update(self, rt: ResourceType, namespace: str, name: str, body: Any, *, subresource: str,
+                     dry_run: bool, manager: str, ctx: WriteContext) -> dict[str, Any]:
         body = Cluster._check_body(rt, copy.deepcopy(body), namespace, name)
         converted = await self._to_storage(rt, body, ctx)
-        updated = self._cluster.update(
-            self._converter.storage_type(rt),
-            namespace,
-            name,
-            converted,
-            subresource=subresource,
-            dry_run=dry_run,
-            manager=manager,
-            ctx=ctx,
-        )
+        updated = self._cluster.update(self._converter.storage_type(rt), namespace, name, converted,
+                                       subresource=subresource, dry_run=dry_run, manager=manager, ctx=ctx)
         return (await self.out(rt, [updated]))[0]
 
-    async def patch(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        patch: Any,
-        *,
-        patch_type: str,
-        subresource: str,
-        dry_run: bool,
-        manager: str | None,
-        force: bool,
-        ctx: WriteContext,
-    ) -> tuple[dict[str, Any], bool]:
+    async def patch(self, rt: ResourceType, namespace: str, name: str, patch: Any, *, patch_type: str,
+                    subresource: str, dry_run: bool, manager: str | None, force: bool,
+                    ctx: WriteContext) -> tuple[dict[str, Any], bool]:
         stored_as = self._converter.storage_type(rt)
         if patch_type == "apply":
             config = Cluster._check_body(rt, copy.deepcopy(patch), namespace, name)
             if not config.get("apiVersion") or not config.get("kind"):
-                raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
+                raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply "
+                                         "configuration")
             converted = (await self._converter.convert([config], source=rt, target=stored_as))[0]
-            result, created = self._cluster.patch(
-                stored_as,
-                namespace,
-                name,
-                converted,
-                patch_type="apply",
-                subresource=subresource,
-                dry_run=dry_run,
-                manager=manager,
-                force=force,
-                ctx=ctx,
-            )
+            result, created = self._cluster.patch(stored_as, namespace, name, converted, patch_type="apply",
+                                                  subresource=subresource, dry_run=dry_run, manager=manager,
+                                                  force=force, ctx=ctx)
             return (await self.out(rt, [result]))[0], created
         if patch_type not in ("merge", "json"):
             raise errors.unsupported_media_type(
-                "application/strategic-merge-patch+json" if patch_type == "strategic" else patch_type
-            )
+                "application/strategic-merge-patch+json" if patch_type == "strategic" else patch_type)
         if force:
-            return self._cluster.patch(
-                rt,
-                namespace,
-                name,
-                patch,
-                patch_type=patch_type,
-                subresource=subresource,
-                dry_run=dry_run,
-                manager=manager,
-                force=force,
-                ctx=ctx,
-            )
+            return self._cluster.patch(rt, namespace, name, patch, patch_type=patch_type, subresource=subresource,
+                                       dry_run=dry_run, manager=manager, force=force, ctx=ctx)
         for attempt in range(_PATCH_ATTEMPTS):
             live = self._cluster.storage.get(stored_as.storage_key, namespace if rt.namespaced else "", name)
             if live is None:
@@ -175,16 +124,8 @@ class VersionedRequests:
             patched["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
             converted = await self._to_storage(rt, patched, ctx)
             try:
-                updated = self._cluster.update(
-                    stored_as,
-                    namespace,
-                    name,
-                    converted,
-                    subresource=subresource,
-                    dry_run=dry_run,
-                    manager=manager or "unknown",
-                    ctx=ctx,
-                )
+                updated = self._cluster.update(stored_as, namespace, name, converted, subresource=subresource,
+                                               dry_run=dry_run, manager=manager or "unknown", ctx=ctx)
             except ApiStatusError as err:
                 # changed while the webhook converted: patch the new state (unless the patch pinned one)
                 if err.code == 409 and not asked_rv and attempt + 1 < _PATCH_ATTEMPTS:
@@ -193,12 +134,10 @@ class VersionedRequests:
             return (await self.out(rt, [updated]))[0], False
         raise AssertionError("unreachable")
 
-    async def delete(
-        self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *, dry_run: bool
-    ) -> tuple[dict[str, Any], bool]:
-        body, is_object = self._cluster.delete(
-            self._converter.storage_type(rt), namespace, name, options, dry_run=dry_run
-        )
+    async def delete(self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *,
+                     dry_run: bool) -> tuple[dict[str, Any], bool]:
+        body, is_object = self._cluster.delete(self._converter.storage_type(rt), namespace, name, options,
+                                               dry_run=dry_run)
         if is_object:
             body = (await self.out(rt, [body]))[0]
         return body, is_object

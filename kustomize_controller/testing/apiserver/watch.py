@@ -81,9 +81,8 @@ def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
 
 async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest) -> web.StreamResponse:
     rt = req.rt
-    response = web.StreamResponse(
-        status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache, private"}
-    )
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
+                                                       "Cache-Control": "no-cache, private"})
     response.enable_chunked_encoding()
     await response.prepare(request)
 
@@ -98,15 +97,13 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
         try:
             since = int(req.resource_version)
         except ValueError:
-            await response.write(
-                _line("ERROR", gone_expired(f"invalid resource version: {req.resource_version!r}").body())
-            )
+            await response.write(_line("ERROR", gone_expired(
+                f"invalid resource version: {req.resource_version!r}").body()))
             return response
     registered = storage.watch(rt.storage_key, req.namespace, since, accepts)
     if registered is None:
-        await response.write(
-            _line("ERROR", gone_expired(f"too old resource version: {since} ({storage.oldest_watchable})").body())
-        )
+        await response.write(_line("ERROR", gone_expired(
+            f"too old resource version: {since} ({storage.oldest_watchable})").body()))
         await response.write_eof()
         return response
     watcher, backlog = registered
@@ -115,19 +112,15 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
             initial = [obj for obj in storage.iterate(rt.storage_key, req.namespace) if _matches(req, obj)]
             initial_rv = storage.resource_version
             for obj in initial:
-                await response.write(
-                    await _converted_line(req, "ADDED", obj) if req.convert else _line("ADDED", with_version(obj, rt))
-                )
+                await response.write(await _converted_line(req, "ADDED", obj) if req.convert else
+                                     _line("ADDED", with_version(obj, rt)))
             if req.send_initial_events:
                 await response.write(_bookmark(rt, initial_rv, initial_end=True))
         for event in backlog:
             translated = _translate(req, event)
             if translated is not None:
-                await response.write(
-                    await _converted_line(req, *translated)
-                    if req.convert
-                    else _line(translated[0], with_version(translated[1], rt))
-                )
+                await response.write(await _converted_line(req, *translated) if req.convert else
+                                     _line(translated[0], with_version(translated[1], rt)))
         await _pump(response, storage, watcher, req)
         await response.write_eof()
     except ConnectionResetError:
@@ -176,11 +169,8 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
             return
         translated = _translate(req, event)
         if translated is not None:
-            await response.write(
-                await _converted_line(req, *translated)
-                if req.convert
-                else _encoded(event, translated[0], translated[1], req.rt)
-            )
+            await response.write(await _converted_line(req, *translated) if req.convert else
+                                 _encoded(event, translated[0], translated[1], req.rt))
 
 
 async def _converted_line(req: WatchRequest, type_: str, obj: dict[str, Any]) -> bytes:

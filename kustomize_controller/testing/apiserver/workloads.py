@@ -23,15 +23,8 @@ from typing import Any
 from .kinds import ResourceType
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
-SIMULATED = {
-    ("apps", "Deployment"),
-    ("apps", "StatefulSet"),
-    ("apps", "DaemonSet"),
-    ("apps", "ReplicaSet"),
-    ("batch", "Job"),
-    ("", "Pod"),
-    ("", "PersistentVolumeClaim"),
-}
+SIMULATED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
+             ("batch", "Job"), ("", "Pod"), ("", "PersistentVolumeClaim")}
 
 
 NEVER_READY_ANNOTATION = "testing.kustomize-controller.io/never-ready"
@@ -43,14 +36,8 @@ def _replicas(obj: dict[str, Any]) -> int:
 
 
 def _condition(type_: str, reason: str, message: str, now: str) -> dict[str, Any]:
-    return {
-        "type": type_,
-        "status": "True",
-        "reason": reason,
-        "message": message,
-        "lastUpdateTime": now,
-        "lastTransitionTime": now,
-    }
+    return {"type": type_, "status": "True", "reason": reason, "message": message, "lastUpdateTime": now,
+            "lastTransitionTime": now}
 
 
 def ready_status(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, Any] | None:
@@ -63,78 +50,38 @@ def ready_status(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, A
     old = obj.get("status") or {}
     if rt.kind == "Deployment":
         n = _replicas(obj)
-        return {
-            "observedGeneration": generation,
-            "replicas": n,
-            "updatedReplicas": n,
-            "readyReplicas": n,
-            "availableReplicas": n,
-            "conditions": [
-                _condition("Available", "MinimumReplicasAvailable", "Deployment has minimum availability.", now),
-                _condition(
-                    "Progressing",
-                    "NewReplicaSetAvailable",
-                    f'ReplicaSet "{name}-{generation}" has successfully progressed.',
-                    now,
-                ),
-            ],
-        }
+        return {"observedGeneration": generation, "replicas": n, "updatedReplicas": n, "readyReplicas": n,
+                "availableReplicas": n, "conditions": [
+                    _condition("Available", "MinimumReplicasAvailable", "Deployment has minimum availability.",
+                               now),
+                    _condition("Progressing", "NewReplicaSetAvailable",
+                               f'ReplicaSet "{name}-{generation}" has successfully progressed.', now)]}
     if rt.kind == "StatefulSet":
         n = _replicas(obj)
         revision = f"{name}-{generation}"
-        return {
-            "observedGeneration": generation,
-            "replicas": n,
-            "readyReplicas": n,
-            "currentReplicas": n,
-            "updatedReplicas": n,
-            "availableReplicas": n,
-            "currentRevision": revision,
-            "updateRevision": revision,
-        }
+        return {"observedGeneration": generation, "replicas": n, "readyReplicas": n, "currentReplicas": n,
+                "updatedReplicas": n, "availableReplicas": n, "currentRevision": revision,
+                "updateRevision": revision}
     if rt.kind == "DaemonSet":
-        return {
-            "observedGeneration": generation,
-            "desiredNumberScheduled": 1,
-            "currentNumberScheduled": 1,
-            "updatedNumberScheduled": 1,
-            "numberReady": 1,
-            "numberAvailable": 1,
-            "numberMisscheduled": 0,
-        }
+        return {"observedGeneration": generation, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}
     if rt.kind == "ReplicaSet":
         n = _replicas(obj)
-        return {
-            "observedGeneration": generation,
-            "replicas": n,
-            "fullyLabeledReplicas": n,
-            "readyReplicas": n,
-            "availableReplicas": n,
-        }
+        return {"observedGeneration": generation, "replicas": n, "fullyLabeledReplicas": n, "readyReplicas": n,
+                "availableReplicas": n}
     if rt.kind == "Job":
         start = old.get("startTime", now)
-        return {
-            "startTime": start,
-            "completionTime": old.get("completionTime", now),
-            "succeeded": 1,
-            "ready": 0,
-            "conditions": [
-                {"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": now, "lastTransitionTime": now},
-                {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now},
-            ],
-        }
+        return {"startTime": start, "completionTime": old.get("completionTime", now), "succeeded": 1,
+                "ready": 0, "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": now,
+                     "lastTransitionTime": now},
+                    {"type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now}]}
     if rt.kind == "Pod":
-        conditions = [
-            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-            for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
-        ]
-        return {
-            "phase": "Running",
-            "conditions": conditions,
-            "qosClass": "BestEffort",
-            "startTime": old.get("startTime", now),
-            "observedGeneration": generation,
-        }
+        conditions = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+                      for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                "PodScheduled")]
+        return {"phase": "Running", "conditions": conditions, "qosClass": "BestEffort",
+                "startTime": old.get("startTime", now), "observedGeneration": generation}
     return {"phase": "Bound"}  # PersistentVolumeClaim
 
 
@@ -156,11 +103,9 @@ def needs_update(rt: ResourceType, obj: dict[str, Any], now: str) -> dict[str, A
 def _without_times(status: dict[str, Any]) -> Any:
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            return {
-                k: strip(v)
-                for k, v in value.items()
-                if k not in ("lastUpdateTime", "lastTransitionTime", "lastProbeTime", "startTime", "completionTime")
-            }
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("lastUpdateTime", "lastTransitionTime", "lastProbeTime", "startTime",
+                                 "completionTime")}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value

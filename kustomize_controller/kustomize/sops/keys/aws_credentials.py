@@ -146,21 +146,36 @@ async def assume_role(
     body = urlencode(
         {"Action": "AssumeRole", "Version": STS_VERSION, "RoleArn": role_arn, "RoleSessionName": session_name}
     ).encode()
-    headers = dict(_FORM)
-    headers.update(
-        sign(
-            method="POST",
-            url=url,
-            headers=headers,
-            body=body,
-            credentials=base,
-            region=region,
-            service="sts",
-            now=context.clock.now(),
-        )
+    answer = await signed_post(
+        url, headers=_FORM, body=body, credentials=base, region=region, service="sts", context=context
     )
-    answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
     return _sts_credentials("AssumeRole", answer)
+
+
+async def signed_post(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: bytes,
+    credentials: AwsCredentials,
+    region: str,
+    service: str,
+    context: KeyServiceContext,
+) -> http.Response:
+    """One SigV4-signed POST (KMS, STS)."""
+    signature = sign(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=body,
+        credentials=credentials,
+        region=region,
+        service=service,
+        now=context.clock.now(),
+    )
+    return await http.call(
+        "POST", url, timeout=context.timeout, environ=context.environ, headers={**headers, **signature}, body=body
+    )
 
 
 async def assume_role_with_web_identity(
@@ -179,7 +194,7 @@ async def assume_role_with_web_identity(
             "WebIdentityToken": token,
         }
     ).encode()
-    answer = await http.call("POST", url, timeout=context.timeout, headers=_FORM, body=body)
+    answer = await http.call("POST", url, timeout=context.timeout, environ=context.environ, headers=_FORM, body=body)
     return _sts_credentials("AssumeRoleWithWebIdentity", answer)
 
 
@@ -275,7 +290,9 @@ class ControllerChain:
             headers["Authorization"] = await http.read_token_file(token_file, "container authorization token file")
         elif env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN"):
             headers["Authorization"] = env["AWS_CONTAINER_AUTHORIZATION_TOKEN"]
-        answer = await http.call("GET", url, timeout=self.context.timeout, headers=headers)
+        answer = await http.call(
+            "GET", url, timeout=self.context.timeout, environ=self.context.environ, headers=headers
+        )
         if answer.status != 200:
             raise CredentialError(f"container credentials endpoint answered {answer.status}")
         return _json_credentials(answer.body, "container credentials")
@@ -287,19 +304,28 @@ class ControllerChain:
             "PUT",
             f"{base}/latest/api/token",
             timeout=timeout,
+            environ=self.context.environ,
             headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"},
         )
         if answer.status != 200:
             raise CredentialError(f"IMDSv2 token request answered {answer.status}")
         headers = {"X-aws-ec2-metadata-token": answer.text().strip()}
         roles = await http.call(
-            "GET", f"{base}/latest/meta-data/iam/security-credentials/", timeout=timeout, headers=headers
+            "GET",
+            f"{base}/latest/meta-data/iam/security-credentials/",
+            timeout=timeout,
+            headers=headers,
+            environ=self.context.environ,
         )
         role = roles.text().strip().splitlines()[0] if roles.status == 200 and roles.body.strip() else ""
         if not role:
             raise CredentialError("no EC2 IMDS role found")
         creds = await http.call(
-            "GET", f"{base}/latest/meta-data/iam/security-credentials/{role}", timeout=timeout, headers=headers
+            "GET",
+            f"{base}/latest/meta-data/iam/security-credentials/{role}",
+            timeout=timeout,
+            headers=headers,
+            environ=self.context.environ,
         )
         if creds.status != 200:
             raise CredentialError(f"EC2 IMDS credentials of role '{role}' answered {creds.status}")

@@ -24,9 +24,8 @@ import socket
 from typing import Any
 
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
-from kustomize_controller.kustomize.sops.keys import http
-from kustomize_controller.kustomize.sops.keys.aws_credentials import ControllerChain, assume_role, endpoint
-from kustomize_controller.kustomize.sops.keys.aws_sigv4 import sign
+from kustomize_controller.kustomize.sops.keys import http, oauth
+from kustomize_controller.kustomize.sops.keys.aws_credentials import ControllerChain, assume_role, endpoint, signed_post
 from kustomize_controller.kustomize.sops.keys.credentials import KeyServiceContext
 from kustomize_controller.kustomize.sops.metadata import MasterKey
 
@@ -70,18 +69,22 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         raise SopsKeyError(f"error base64-decoding encrypted data key: {err}") from None
     provider = context.credentials.aws or ControllerChain(context)
     try:
-        credentials = await provider.aws_credentials(region=region)
+        credentials = await context.reuse(("aws", region), lambda: provider.aws_credentials(region=region))
     except SopsKeyError as err:
         raise SopsKeyError(f"{PREFIX}: operation error KMS: Decrypt, {err}") from None
     role = key.attr("role")
     if role:
         try:
-            credentials = await assume_role(
-                credentials,
-                role_arn=role,
-                session_name=session_name(socket.gethostname()),
-                region=region,
-                context=context,
+            base = credentials
+            credentials = await context.reuse(
+                ("aws-role", role, region),
+                lambda: assume_role(
+                    base,
+                    role_arn=role,
+                    session_name=session_name(socket.gethostname()),
+                    region=region,
+                    context=context,
+                ),
             )
         except SopsKeyError as err:
             raise SopsKeyError(f"failed to assume role '{role}': {err}") from None
@@ -90,37 +93,19 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         {"CiphertextBlob": base64.b64encode(blob).decode(), "EncryptionContext": dict(key.context), "KeyId": key.name}
     ).encode()
     headers = {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "TrentService.Decrypt"}
-    headers.update(
-        sign(
-            method="POST",
-            url=url,
-            headers=headers,
-            body=body,
-            credentials=credentials,
-            region=region,
-            service="kms",
-            now=context.clock.now(),
-        )
-    )
     try:
-        answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
+        answer = await signed_post(
+            url, headers=headers, body=body, credentials=credentials, region=region, service="kms", context=context
+        )
     except http.TransportError as err:
         raise SopsKeyError(f"{PREFIX}: operation error KMS: Decrypt, {err}") from None
-    doc = _json(answer.body)
+    doc = oauth.parse_json(answer.body)
     if answer.status != 200:
         raise SopsKeyError(f"{PREFIX}: operation error KMS: Decrypt, {_error(answer, doc)}")
     try:
         return base64.b64decode(str(doc["Plaintext"]), validate=True)
     except (KeyError, binascii.Error, ValueError):
         raise SopsKeyError(f"{PREFIX}: operation error KMS: Decrypt, the answer holds no plaintext") from None
-
-
-def _json(body: bytes) -> dict[str, Any]:
-    try:
-        doc = json.loads(body) if body else {}
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _error(answer: http.Response, doc: dict[str, Any]) -> str:

@@ -101,12 +101,17 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
     body = json.dumps({"alg": "RSA-OAEP-256", "value": oauth.b64url(ciphertext)}).encode()
     credential = context.credentials.azure or ControllerChain(context)
     try:
-        challenge = await http.call("POST", url, timeout=context.timeout, headers={"Content-Length": "0"})
+        challenge = await http.call(
+            "POST", url, timeout=context.timeout, environ=context.environ, headers={"Content-Length": "0"}
+        )
         if challenge.status != 401 or "www-authenticate" not in challenge.headers:
             raise SopsKeyError(_response_error("POST", url, challenge))
-        token = await credential.azure_token(challenge_scope(challenge.headers["www-authenticate"], key.name))
+        scope = challenge_scope(challenge.headers["www-authenticate"], key.name)
+        token = await context.reuse(("azure", scope), lambda: credential.azure_token(scope))
         headers = {"Authorization": f"Bearer {token.token}", "Content-Type": "application/json"}
-        answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
+        answer = await http.call(
+            "POST", url, timeout=context.timeout, environ=context.environ, headers=headers, body=body
+        )
     except SopsKeyError as err:
         raise SopsKeyError(f"{prefix}: {err}") from None
     if answer.status != 200:

@@ -68,7 +68,18 @@ async def client_assertion_token(
         "scope": scope,
     }
     return await oauth.token_request(
-        token_url(authority, tenant_id), form, timeout=context.timeout, now=context.clock.now()
+        token_url(authority, tenant_id), form, timeout=context.timeout, now=context.clock.now(), environ=context.environ
+    )
+
+
+async def _assert(credential: ClientCertificate | WorkloadIdentity, assertion: str, scope: str) -> AccessToken:
+    return await client_assertion_token(
+        assertion,
+        tenant_id=credential.tenant_id,
+        client_id=credential.client_id,
+        scope=scope,
+        authority=credential.authority,
+        context=credential.context,
     )
 
 
@@ -88,7 +99,9 @@ class ClientSecret:
             "scope": scope,
         }
         url = token_url(self.authority, self.tenant_id)
-        return await oauth.token_request(url, form, timeout=self.context.timeout, now=self.context.clock.now())
+        return await oauth.token_request(
+            url, form, timeout=self.context.timeout, now=self.context.clock.now(), environ=self.context.environ
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +130,7 @@ class ClientCertificate:
         }  # x5t: SHA-1 by RFC 7515
         if self.send_chain:
             headers["x5c"] = [base64.b64encode(c).decode() for c in self.chain_der]
-        assertion = oauth.rs256_jwt(claims, self.key_pem, headers=headers)
-        return await client_assertion_token(
-            assertion,
-            tenant_id=self.tenant_id,
-            client_id=self.client_id,
-            scope=scope,
-            authority=self.authority,
-            context=self.context,
-        )
+        return await _assert(self, oauth.rs256_jwt(claims, self.key_pem, headers=headers), scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +144,13 @@ class ManagedIdentity:
         if self.client_id:
             query["client_id"] = self.client_id
         url = f"{base}/metadata/identity/oauth2/token?{urlencode(query)}"
-        answer = await http.call("GET", url, timeout=min(self.context.timeout, 5.0), headers={"Metadata": "true"})
+        answer = await http.call(
+            "GET",
+            url,
+            timeout=min(self.context.timeout, 5.0),
+            environ=self.context.environ,
+            headers={"Metadata": "true"},
+        )
         doc = oauth.parse_json(answer.body)
         if answer.status != 200 or not isinstance(doc.get("access_token"), str):
             reason = oauth.describe_error(doc, f"status {answer.status}")
@@ -156,15 +167,7 @@ class WorkloadIdentity:
     context: KeyServiceContext
 
     async def azure_token(self, scope: str) -> AccessToken:
-        assertion = await http.read_token_file(self.token_file, "federated token file")
-        return await client_assertion_token(
-            assertion,
-            tenant_id=self.tenant_id,
-            client_id=self.client_id,
-            scope=scope,
-            authority=self.authority,
-            context=self.context,
-        )
+        return await _assert(self, await http.read_token_file(self.token_file, "federated token file"), scope)
 
 
 def _certificate(data: str, password: str) -> tuple[str, tuple[bytes, ...]]:

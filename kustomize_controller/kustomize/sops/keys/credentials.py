@@ -35,13 +35,15 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
 
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
 from kustomize_controller.runtime.clock import Clock, RealClock
+
+T = TypeVar("T")
 
 
 class CredentialError(SopsKeyError):
@@ -86,6 +88,9 @@ class Credentials:
     gcp: GcpTokenSource | None = None
     azure: AzureTokenCredential | None = None
     vault: VaultTokenSource | None = None
+    # whose credentials these are, e.g. "serviceaccount:<ns>/<name>": object-level sets must say,
+    # the build cache keys on it (a set without it makes builds uncacheable)
+    identity: str = ""
 
     def with_fallback(self, other: Credentials) -> Credentials:
         """Every provider this set lacks taken from ``other`` (static beats workload identity)."""
@@ -109,3 +114,20 @@ class KeyServiceContext:
     timeout: float = 20.0  # seconds, per network call
     deadline: float = 60.0  # seconds, per master key (every call it needs, credentials included)
     clock: Clock = field(default_factory=RealClock)
+    # credentials fetched during this reconcile, per (provider, region/scope): one token request
+    # per provider and reconcile however many data keys it opens, as upstream's token sources
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    async def reuse(self, key: Hashable, fetch: Callable[[], Awaitable[T]]) -> T:
+        """``fetch()``'s answer, reused for ``key`` while it has more than a minute to live."""
+        found = self._memo.get(key)
+        if found is not None and not _expiring(found, self.clock.now()):
+            return found  # type: ignore[no-any-return]
+        value = await fetch()
+        self._memo[key] = value
+        return value
+
+
+def _expiring(value: Any, now: datetime) -> bool:
+    expires = getattr(value, "expires", None)
+    return isinstance(expires, datetime) and expires - timedelta(minutes=1) <= now

@@ -72,7 +72,9 @@ class ServiceAccount:
         headers = {"kid": self.private_key_id} if self.private_key_id else {}
         assertion = oauth.rs256_jwt(claims, self.private_key, headers=headers)
         form = {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion}
-        return await oauth.token_request(self.token_uri, form, timeout=self.context.timeout, now=now)
+        return await oauth.token_request(
+            self.token_uri, form, timeout=self.context.timeout, now=now, environ=self.context.environ
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,11 @@ class AuthorizedUser:
             "refresh_token": self.refresh_token,
         }
         return await oauth.token_request(
-            self.token_uri, form, timeout=self.context.timeout, now=self.context.clock.now()
+            self.token_uri,
+            form,
+            timeout=self.context.timeout,
+            now=self.context.clock.now(),
+            environ=self.context.environ,
         )
 
 
@@ -113,14 +119,16 @@ async def sts_exchange(
         "subject_token": subject_token,
         "subject_token_type": subject_token_type,
     }
-    return await oauth.token_request(token_url, form, timeout=context.timeout, now=context.clock.now())
+    return await oauth.token_request(
+        token_url, form, timeout=context.timeout, now=context.clock.now(), environ=context.environ
+    )
 
 
 async def impersonate(source: AccessToken, url: str, context: KeyServiceContext) -> AccessToken:
     """IAM Credentials ``generateAccessToken`` for the service account named in ``url``."""
     body = json.dumps({"scope": list(SCOPES), "lifetime": "3600s"}).encode()
     headers = {"Authorization": f"Bearer {source.token}", "Content-Type": "application/json"}
-    answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
+    answer = await http.call("POST", url, timeout=context.timeout, environ=context.environ, headers=headers, body=body)
     doc = oauth.parse_json(answer.body)
     if answer.status != 200:
         reason = oauth.describe_error(doc, answer.text()[:200])
@@ -163,7 +171,11 @@ class ExternalAccount:
             url = str(self.source["url"])
             headers = _mapping(self.source.get("headers"))
             answer = await http.call(
-                "GET", url, timeout=self.context.timeout, headers={str(k): str(v) for k, v in headers.items()}
+                "GET",
+                url,
+                timeout=self.context.timeout,
+                environ=self.context.environ,
+                headers={str(k): str(v) for k, v in headers.items()},
             )
             if answer.status != 200:
                 raise CredentialError(
@@ -282,7 +294,11 @@ class ControllerADC:
         host = env.get("GCE_METADATA_HOST") or METADATA_HOST
         url = f"http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
         answer = await http.call(
-            "GET", url, timeout=min(self.context.timeout, 5.0), headers={"Metadata-Flavor": "Google"}
+            "GET",
+            url,
+            timeout=min(self.context.timeout, 5.0),
+            environ=self.context.environ,
+            headers={"Metadata-Flavor": "Google"},
         )
         doc = oauth.parse_json(answer.body)
         if answer.status != 200 or not isinstance(doc.get("access_token"), str):

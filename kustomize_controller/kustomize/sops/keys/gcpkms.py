@@ -55,14 +55,16 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         raise SopsKeyError(str(err)) from None
     source = context.credentials.gcp or ControllerADC(context)
     try:
-        token = await source.gcp_token()
+        token = await context.reuse(("gcp",), source.gcp_token)
     except SopsKeyError as err:
         raise SopsKeyError(f"{PREFIX}: rpc error: code = Unauthenticated desc = {err}") from None
     url = f"{endpoint(dict(context.environ))}/v1/{key.name}:decrypt"
     body = json.dumps({"ciphertext": base64.b64encode(ciphertext).decode()}).encode()
     headers = {"Authorization": f"Bearer {token.token}", "Content-Type": "application/json"}
     try:
-        answer = await http.call("POST", url, timeout=context.timeout, headers=headers, body=body)
+        answer = await http.call(
+            "POST", url, timeout=context.timeout, environ=context.environ, headers=headers, body=body
+        )
     except http.TransportError as err:
         raise SopsKeyError(f"{PREFIX}: rpc error: code = Unavailable desc = {err}") from None
     doc = oauth.parse_json(answer.body)

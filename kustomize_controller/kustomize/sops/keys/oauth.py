@@ -69,10 +69,16 @@ async def token_request(
     *,
     timeout: float,  # noqa: ASYNC109 - the HTTP call's own timeout
     now: datetime,
+    environ: Mapping[str, str],
     headers: Mapping[str, str] | None = None,
 ) -> AccessToken:
     answer = await http.call(
-        "POST", url, timeout=timeout, headers={**FORM, **(headers or {})}, body=urlencode(dict(form)).encode()
+        "POST",
+        url,
+        timeout=timeout,
+        headers={**FORM, **(headers or {})},
+        body=urlencode(dict(form)).encode(),
+        environ=environ,
     )
     doc = parse_json(answer.body)
     if not 200 <= answer.status < 300:

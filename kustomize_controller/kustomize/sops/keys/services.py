@@ -93,6 +93,8 @@ class KeyServices:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise SopsKeyError(f"{provider} did not answer within {deadline:g}s") from None
+        except concurrent.futures.CancelledError:  # the controller is shutting down
+            raise SopsKeyError(f"{provider}: the request was cancelled") from None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -41,13 +41,8 @@ def structured_merge(rt: ResourceType, live: Any, applied: Any, names: FieldName
         lt = list_type(rt, names)
         if lt.kind == "set" and isinstance(live, list):
             return interleave(live, applied, _set_key, lambda _live, item: copy.deepcopy(item))
-        if (
-            lt.kind == "map"
-            and isinstance(live, list)
-            and all(isinstance(i, dict) for i in applied)
-            and all(isinstance(i, dict) for i in live)
-        ):
-
+        if (lt.kind == "map" and isinstance(live, list) and all(isinstance(i, dict) for i in applied)
+                and all(isinstance(i, dict) for i in live)):
             def key(item: Any) -> str:
                 return item_key(item, lt.keys)
 
@@ -63,9 +58,8 @@ def _set_key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def interleave(
-    live: list[Any], applied: list[Any], key: Callable[[Any], str], merge: Callable[[Any, Any], Any]
-) -> list[Any]:
+def interleave(live: list[Any], applied: list[Any], key: Callable[[Any], str],
+               merge: Callable[[Any, Any], Any]) -> list[Any]:
     """Merge two associative lists the way structured-merge-diff orders them: applied items in applied
     order, each live-only item kept just where it stood relative to the items both lists share."""
     live_keys = [key(item) for item in live]
@@ -110,10 +104,8 @@ def interleave(
 
 
 def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiStatusError:
-    causes = [
-        {"reason": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
-        for e, p in conflicts
-    ]
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {e.display()}", "field": path_string(p)}
+              for e, p in conflicts]
     if len(conflicts) == 1:
         entry, path = conflicts[0]
         message = f"Apply failed with 1 conflict: conflict with {entry.display()}: {path_string(path)}"
@@ -129,16 +121,8 @@ def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiStatusError:
     return ApiStatusError(409, "Conflict", message, {"causes": causes})
 
 
-def server_side_apply(
-    rt: ResourceType,
-    live: dict[str, Any] | None,
-    applied: dict[str, Any],
-    *,
-    manager: str,
-    force: bool,
-    subresource: str,
-    now: str,
-) -> dict[str, Any]:
+def server_side_apply(rt: ResourceType, live: dict[str, Any] | None, applied: dict[str, Any], *, manager: str,
+                      force: bool, subresource: str, now: str) -> dict[str, Any]:
     """The object after applying ``applied`` to ``live``, managedFields included. Raises 409 on conflicts."""
     scope = status_scope(rt, subresource)
     config = copy.deepcopy(applied)
@@ -163,12 +147,8 @@ def server_side_apply(
     for path in sorted(previous - applied_fields, key=len):
         # kept: what others own (at or below it), what the applier still sends below it (an empty map it
         # sent before now has content), what went with a removed parent, and key fields of kept items
-        if (
-            has_descendant(owned_by_others, path)
-            or has_descendant(applied_fields, path)
-            or _has_ancestor(removed, path)
-            or _is_item_key(path)
-        ):
+        if (has_descendant(owned_by_others, path) or has_descendant(applied_fields, path)
+                or _has_ancestor(removed, path) or _is_item_key(path)):
             continue
         remove_path(merged, path)
         removed.add(path)

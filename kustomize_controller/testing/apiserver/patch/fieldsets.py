@@ -26,21 +26,10 @@ Path = tuple[PathElement, ...]
 
 MISSING: Any = object()
 
-_SERVER_METADATA = frozenset(
-    {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-        "generateName",
-    }
-)
+_SERVER_METADATA = frozenset({
+    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+    "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName",
+})
 
 
 def _compact(value: Any) -> str:
@@ -109,7 +98,8 @@ def value_at(rt: ResourceType, obj: Any, path: Path) -> Any:
             if not isinstance(cur, list):
                 return MISSING
             keys = tuple(json.loads(body))
-            found = next((item for item in cur if isinstance(item, dict) and item_key(item, keys) == element), MISSING)
+            found = next((item for item in cur if isinstance(item, dict) and item_key(item, keys) == element),
+                         MISSING)
             if found is MISSING:
                 return MISSING
             cur = found

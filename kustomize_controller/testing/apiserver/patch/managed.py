@@ -74,25 +74,22 @@ def load(obj: dict[str, Any] | None) -> list[Entry]:
     for raw in obj.get("metadata", {}).get("managedFields") or []:
         if not isinstance(raw, dict) or (not raw.get("manager") and raw.get("manager") != ""):
             continue
-        entries.append(
-            Entry(
-                manager=str(raw.get("manager", "")),
-                operation=str(raw.get("operation", "Update")),
-                api_version=str(raw.get("apiVersion", "")),
-                subresource=str(raw.get("subresource", "")),
-                time=str(raw.get("time", "")),
-                fields=decode(raw.get("fieldsV1")),
-            )
-        )
+        entries.append(Entry(
+            manager=str(raw.get("manager", "")),
+            operation=str(raw.get("operation", "Update")),
+            api_version=str(raw.get("apiVersion", "")),
+            subresource=str(raw.get("subresource", "")),
+            time=str(raw.get("time", "")),
+            fields=decode(raw.get("fieldsV1")),
+        ))
     return entries
 
 
 def store(obj: dict[str, Any], entries: list[Entry]) -> None:
     """Write ``entries`` (those owning something) into ``obj``, in the real server's order: by operation
     (Apply before Update), then time, manager, apiVersion and subresource."""
-    ordered = sorted(
-        (e for e in entries if e.fields), key=lambda e: (e.operation, e.time, e.manager, e.api_version, e.subresource)
-    )
+    ordered = sorted((e for e in entries if e.fields),
+                     key=lambda e: (e.operation, e.time, e.manager, e.api_version, e.subresource))
     kept = [e.to_json() for e in ordered]
     if kept:
         obj["metadata"]["managedFields"] = kept
@@ -111,9 +108,8 @@ def find(entries: list[Entry], identity: tuple[str, str, str, str]) -> Entry | N
     return next((e for e in entries if e.identity() == identity), None)
 
 
-def changed_paths(
-    rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], scope: bool | None
-) -> tuple[set[Path], set[Path]]:
+def changed_paths(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], scope: bool | None
+                  ) -> tuple[set[Path], set[Path]]:
     """(paths the writer of ``new`` comes to own: values added or changed and maps created, paths that
     disappeared) between ``old`` (None: a create) and ``new``."""
     new_fields = fields_of(rt, new, status=scope)
@@ -135,27 +131,16 @@ def maps_above(paths: set[Path]) -> set[Path]:
 
 
 # Maps a zero-valued built-in object already holds: Go struct fields, not pointers or Go maps.
-BUILTIN_SKELETON: frozenset[Path] = frozenset(
-    {
-        ("f:spec",),
-        ("f:status",),
-        ("f:spec", "f:template"),
-        ("f:spec", "f:template", "f:metadata"),
-        ("f:spec", "f:template", "f:spec"),
-        ("f:template",),
-        ("f:template", "f:metadata"),
-        ("f:template", "f:spec"),
-        ("f:spec", "f:strategy"),
-        ("f:spec", "f:updateStrategy"),
-        ("f:spec", "f:resources"),
-        ("f:spec", "f:jobTemplate"),
-        ("f:spec", "f:jobTemplate", "f:metadata"),
-        ("f:spec", "f:jobTemplate", "f:spec"),
-        ("f:spec", "f:jobTemplate", "f:spec", "f:template"),
-        ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:metadata"),
-        ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:spec"),
-    }
-)
+BUILTIN_SKELETON: frozenset[Path] = frozenset({
+    ("f:spec",), ("f:status",),
+    ("f:spec", "f:template"), ("f:spec", "f:template", "f:metadata"), ("f:spec", "f:template", "f:spec"),
+    ("f:template",), ("f:template", "f:metadata"), ("f:template", "f:spec"),
+    ("f:spec", "f:strategy"), ("f:spec", "f:updateStrategy"), ("f:spec", "f:resources"),
+    ("f:spec", "f:jobTemplate"), ("f:spec", "f:jobTemplate", "f:metadata"), ("f:spec", "f:jobTemplate", "f:spec"),
+    ("f:spec", "f:jobTemplate", "f:spec", "f:template"),
+    ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:metadata"),
+    ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:spec"),
+})
 
 
 def sent_entries(sent: Any) -> list[Entry] | None:
@@ -168,21 +153,16 @@ def sent_entries(sent: Any) -> list[Entry] | None:
     if not isinstance(sent, list):
         return None
     for raw in sent:
-        if (
-            not isinstance(raw, dict)
-            or raw.get("fieldsType") != "FieldsV1"
-            or raw.get("operation") not in ("Apply", "Update")
-            or not isinstance(raw.get("manager", ""), str)
-            or not isinstance(raw.get("fieldsV1", {}), dict)
-        ):
+        if (not isinstance(raw, dict) or raw.get("fieldsType") != "FieldsV1"
+                or raw.get("operation") not in ("Apply", "Update") or not isinstance(raw.get("manager", ""), str)
+                or not isinstance(raw.get("fieldsV1", {}), dict)):
             return None
     entries = load({"metadata": {"managedFields": sent}})
     return entries if any(e.fields for e in entries) else None
 
 
-def record_update(
-    rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], *, manager: str, subresource: str, now: str
-) -> None:
+def record_update(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], *, manager: str,
+                  subresource: str, now: str) -> None:
     """Update ``new``'s managedFields (in place) for a non-apply write by ``manager`` (module contract)."""
     entries = load(old) if old is not None else []
     if old is not None and not subresource:

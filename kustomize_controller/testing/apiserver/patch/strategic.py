@@ -48,7 +48,7 @@ def _merge_map(rt: ResourceType, target: Any, patch: dict[str, Any], path: Field
         if key in ("$patch", "$retainKeys") or key.startswith(_SET_ORDER):
             continue
         if key.startswith(_DELETE_FROM):
-            field = key[len(_DELETE_FROM) :]
+            field = key[len(_DELETE_FROM):]
             current = result.get(field)
             if isinstance(current, list) and isinstance(value, list):
                 result[field] = [item for item in current if item not in value]
@@ -95,9 +95,8 @@ def _merge_list(rt: ResourceType, target: Any, patch: list[Any], path: FieldName
             raise bad_request(f"strategic merge patch: list item of {'.'.join(path)} is not an object")
         if key not in item:
             raise bad_request(f"map: {item} does not contain declared merge key: {key}")
-        index = next(
-            (i for i, have in enumerate(current) if isinstance(have, dict) and have.get(key) == item[key]), None
-        )
+        index = next((i for i, have in enumerate(current)
+                      if isinstance(have, dict) and have.get(key) == item[key]), None)
         if item.get("$patch") == "delete":
             if index is not None:
                 del current[index]
@@ -112,7 +111,6 @@ def _merge_list(rt: ResourceType, target: Any, patch: list[Any], path: FieldName
 
 def _patch_order(merged: list[Any], patch: list[Any], original: list[Any], key: str | None) -> list[Any]:
     """``merged`` in the order the real server gives a strategic merge (module docstring)."""
-
     def ident(item: Any) -> str:
         return json_key(item.get(key) if key and isinstance(item, dict) else item)
 

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
+from .loopback import serve
+
 TENANT = "00000000-0000-0000-0000-0000000000aa"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 CLIENT_SECRET = "AZURE-CLIENT-SECRET-never-leak"
@@ -177,11 +179,7 @@ def _kv_error(status: int, code: str, message: str, inner: str | None = None) ->
 @pytest.fixture
 async def fake_azure() -> AsyncIterator[FakeAzure]:
     azure = FakeAzure()
-    runner = web.AppRunner(azure.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    azure.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    runner, azure.url = await serve(azure.app())
     try:
         yield azure
     finally:

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from .loopback import serve
+
 KEY = "projects/p/locations/global/keyRings/flux/cryptoKeys/sops"
 SA_EMAIL = "sops@p.iam.gserviceaccount.com"
 REFRESH_TOKEN = "1//REFRESH-never-leak"
@@ -164,12 +166,7 @@ def _google_error(code: int, status: str, message: str) -> web.Response:
 @pytest.fixture
 async def fake_google() -> AsyncIterator[FakeGoogle]:
     google = FakeGoogle()
-    runner = web.AppRunner(google.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    google.url = f"http://127.0.0.1:{port}"
+    runner, google.url = await serve(google.app())
     try:
         yield google
     finally:

@@ -161,3 +161,14 @@ def test_endpoints() -> None:
     assert gcpkms.endpoint({"SOPS_GCP_KMS_ENDPOINT": "http://127.0.0.1:1/"}) == "http://127.0.0.1:1"
     assert gcpkms.endpoint({"SOPS_GCP_KMS_UNIVERSE_DOMAIN": "example.com"}) == "https://cloudkms.example.com"
     assert gcpkms.grpc_code("PERMISSION_DENIED") == "PermissionDenied"
+
+
+async def test_one_token_per_reconcile_for_many_data_keys(fake_google: FakeGoogle) -> None:
+    docs = [document(fake_google), document(fake_google)]
+    secret = {"sops.gcp-kms": fake_google.service_account_json()}
+    environ = {**NO_AMBIENT, "SOPS_GCP_KMS_ENDPOINT": fake_google.url}
+    with SopsDecryptor.from_secret_data(secret, environ=environ, loop=asyncio.get_running_loop()) as dec:
+        for doc in docs:
+            await asyncio.to_thread(dec._decrypt_file, doc, Format.YAML)
+    assert len(_decrypt_calls(fake_google)) == 2
+    assert len([r for r in fake_google.requests if r["path"] == "/token"]) == 1

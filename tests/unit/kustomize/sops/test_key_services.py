@@ -198,3 +198,38 @@ class _StaticAws:
 class _Gcp:
     async def gcp_token(self) -> AccessToken:
         return AccessToken("t")
+
+
+def test_workload_identity_enters_the_build_cache_identity() -> None:
+    from kustomize_controller.kustomize.sops import SopsDecryptor
+
+    plain = SopsDecryptor.from_secret_data({}).cache_identity
+    alice = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws(), identity="sa:a/x")).cache_identity
+    bob = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws(), identity="sa:b/x")).cache_identity
+    anonymous = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws())).cache_identity
+    assert len({plain, alice, bob}) == 3 and anonymous is None
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "expected"),
+    [
+        ("https://kms.eu-west-1.amazonaws.com/", {"HTTPS_PROXY": "proxy:3128"}, "http://proxy:3128"),
+        (
+            "https://kms.eu-west-1.amazonaws.com/",
+            {"https_proxy": "http://p:1", "HTTP_PROXY": "http://h:2"},
+            "http://p:1",
+        ),
+        ("http://169.254.169.254/latest", {"HTTPS_PROXY": "http://p:1"}, None),
+        ("http://169.254.169.254/latest", {"HTTP_PROXY": "http://h:2", "NO_PROXY": "169.254.0.0/16"}, None),
+        ("https://v.vault.azure.net/keys", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "a.com, .azure.net"}, None),
+        ("https://vault.azure.net/keys", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "vault.azure.net"}, None),
+        ("https://notazure.net/", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "azure.net"}, "http://p:1"),
+        ("https://x.example:8443/", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "x.example:443"}, "http://p:1"),
+        ("https://x.example/", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
+        ("http://127.0.0.1:8200/", {"HTTP_PROXY": "http://p:1"}, None),
+    ],
+)
+def test_proxy_from_the_environment_as_go(url: str, environ: dict, expected: str | None) -> None:
+    from kustomize_controller.kustomize.sops.keys.http import proxy_for
+
+    assert proxy_for(url, environ) == expected
