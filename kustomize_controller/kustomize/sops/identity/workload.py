@@ -15,6 +15,8 @@ Contract:
     (without a cache they stay ``None`` and the key services call their chains directly);
   - Vault gets Kubernetes auth whenever ``--sops-vault-configmap`` applies (the chosen
     ServiceAccount's token, else the controller's own), else ``None``.
+- ``Credentials.identity`` says whose they are (``serviceaccount:<ns>/<name>`` or ``controller``):
+  the build cache only shares a decrypted build between Kustomizations of the same identity.
 - Tokens go through the token cache with the Kustomization as the involved object
   (``decrypt_with_aws|gcp|azure|vault``). Nothing is fetched here: providers fetch on first use.
 """
@@ -95,9 +97,12 @@ class WorkloadIdentity:
         if self._options.vault_configmap is not None and self._vault_config is not None:
             vault = VaultKubernetesAuth(config=self._vault_config, client=self._client,
                                         configmap=self._options.vault_configmap, issue=request.kubernetes_token)
+        # whose identity decrypts: the build cache shares builds only between equal identities
+        identity = f"serviceaccount:{namespace}/{chosen}" if account is not None else "controller"
         if account is None and self._cache is None:
-            return Credentials(vault=vault)  # the key services' own chains, uncached
-        return Credentials(aws=_AwsTokens(request), gcp=_GcpTokens(request), azure=_AzureTokens(request), vault=vault)
+            return Credentials(vault=vault, identity=identity)  # the key services' own chains, uncached
+        return Credentials(aws=_AwsTokens(request), gcp=_GcpTokens(request), azure=_AzureTokens(request), vault=vault,
+                           identity=identity)
 
     async def access_token(
         self, provider: Provider[T], *, account: tuple[str, str] | None, involved: InvolvedObject,

@@ -162,9 +162,11 @@ def test_credentials_per_kustomization() -> None:
     plain = WorkloadIdentity(client=api, options=WorkloadIdentityOptions(), cache=None)
     creds = plain.credentials(name="app", namespace="apps")
     assert (creds.aws, creds.gcp, creds.azure, creds.vault) == (None, None, None, None)
+    assert creds.identity == "controller"
     with_sa = WorkloadIdentity(client=api, options=WorkloadIdentityOptions(
         object_level=True, default_service_account="decryptor", vault_configmap=("flux-system", "vault")), cache=None)
     creds = with_sa.credentials(name="app", namespace="apps")
     assert creds.aws is not None and creds.vault is not None
+    assert creds.identity == "serviceaccount:apps/decryptor"
     creds = with_sa.credentials(name="app", namespace="apps", service_account_name="other")
-    assert creds.aws is not None
+    assert creds.aws is not None and creds.identity == "serviceaccount:apps/other"
