@@ -63,15 +63,18 @@ def jwt_claims(token: str) -> dict[str, Any]:
     return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
 
 
-async def test_vault_kubernetes_auth_with_the_decryption_service_account(env: ControllerEnv,
-                                                                         vault: FakeVault) -> None:
+async def test_vault_kubernetes_auth_with_the_decryption_service_account(
+        env: ControllerEnv, vault: FakeVault, capfd: pytest.CaptureFixture[str]) -> None:
     ns = env.namespace
     await vault_setup(env, vault, service_account="decryptor")
     artifact = await env.publish({"secret.yaml": vault_document(vault)})
-    await env.start(sops_vault_configmap="vault-config", feature_gates=env.gates(ObjectLevelWorkloadIdentity=True))
+    await env.start(sops_vault_configmap="vault-config", feature_gates=env.gates(ObjectLevelWorkloadIdentity=True),
+                    log_level="debug")
     await env.create(env.kustomization(targetNamespace=ns, decryption={
         "provider": "sops", "serviceAccountName": "decryptor"}))
     await env.wait_ready(revision=artifact["revision"])
+    logs = capfd.readouterr()
+    assert "server-side apply completed" in logs.out + logs.err  # the debug log is really captured
     secret = await env.get("v1", "Secret", "wi")
     assert base64.b64decode(secret["data"]["password"]).decode() == "hunter2"
     login = next(r for r in vault.requests if r.path == "/v1/auth/kubernetes/login")
@@ -84,8 +87,11 @@ async def test_vault_kubernetes_auth_with_the_decryption_service_account(env: Co
         "event_type": "cache_miss", "kind": "Kustomization", "name": "app", "namespace": ns,
         "operation": "decrypt_with_vault"})
     assert misses is not None and misses >= 1
-    for event in await env.events():
-        assert login.body["jwt"] not in event["message"]
+    vault_token = next(r for r in vault.requests if r.path.endswith("/decrypt/flux")).headers["X-Vault-Token"]
+    for secret_text in (login.body["jwt"], vault_token, "hunter2"):
+        assert secret_text not in logs.out + logs.err
+        for event in await env.events():
+            assert secret_text not in event["message"]
 
 
 async def test_gate_off_stalls_with_upstreams_message(env: ControllerEnv, vault: FakeVault) -> None:
