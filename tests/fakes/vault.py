@@ -68,14 +68,11 @@ class FakeVault:
     # ------------------------------------------------------------------ server
 
     async def start(self) -> str:
+        from tests.unit.kustomize.sops.loopback import serve
+
         app = web.Application()
         app.router.add_route("*", "/v1/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self._runner, self.url = await serve(app)
         return self.url
 
     async def stop(self) -> None:

@@ -22,6 +22,7 @@ from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdenti
 
 from .fake_azure import CLIENT_ID, TENANT, FakeAzure
 from .fake_google import KEY, FakeGoogle
+from .loopback import serve
 from .sopsgen import Recipe, encrypt_document
 from .test_identity import FakeApi
 
@@ -33,14 +34,6 @@ GSA = "sops-decrypter@proj.iam.gserviceaccount.com"
 def claims(token: str) -> dict[str, Any]:
     payload = token.split(".")[1]
     return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
 
 
 class FederatedGoogle(FakeGoogle):
@@ -92,18 +85,22 @@ class FederatedAzure(FakeAzure):
 
 @pytest.fixture
 async def google() -> AsyncIterator[FederatedGoogle]:
-    fake = FederatedGoogle()
-    runner, fake.url = await serve(fake.app())
-    yield fake
-    await runner.cleanup()
+    async for fake in served(FederatedGoogle()):
+        yield fake
 
 
 @pytest.fixture
 async def azure() -> AsyncIterator[FederatedAzure]:
-    fake = FederatedAzure()
+    async for fake in served(FederatedAzure()):
+        yield fake
+
+
+async def served(fake: Any) -> AsyncIterator[Any]:
     runner, fake.url = await serve(fake.app())
-    yield fake
-    await runner.cleanup()
+    try:
+        yield fake
+    finally:
+        await runner.cleanup()
 
 
 async def decrypt(document: bytes, identity: WorkloadIdentity, environ: dict[str, str]) -> dict[str, Any]:
@@ -162,19 +159,19 @@ async def test_gcp_on_gke_direct_access_with_the_metadata_server(google: Federat
     assert decrypt_call["auth"].startswith("Bearer federated-")
 
 
-async def test_gcp_annotation_errors(google: FederatedGoogle) -> None:
-    identity = gcp_identity(google, {"iam.gke.io/gcp-service-account": "not-an-email"})
+@pytest.mark.parametrize(("annotations", "expected"), [
+    ({"iam.gke.io/gcp-service-account": "not-an-email"},
+     "failed to get provider identity from service account 'apps/decryptor' annotations: invalid "
+     "iam.gke.io/gcp-service-account annotation: 'not-an-email'. must match"),
+    ({"gcp.auth.fluxcd.io/workload-identity-provider": "projects/x"},
+     "failed to get provider audience: invalid gcp.auth.fluxcd.io/workload-identity-provider annotation: "
+     "'projects/x'. must match"),
+])
+async def test_gcp_annotation_errors(google: FederatedGoogle, annotations: dict[str, str], expected: str) -> None:
     with pytest.raises(SopsKeyError) as caught:
-        await decrypt(gcp_document(google), identity, {"SOPS_GCP_KMS_ENDPOINT": google.url, "HOME": "/x"})
-    text = " ".join(str(caught.value).replace("| ", "").split())
-    assert ("failed to get provider identity from service account 'apps/decryptor' annotations: invalid "
-            "iam.gke.io/gcp-service-account annotation: 'not-an-email'. must match") in text
-    identity = gcp_identity(google, {"gcp.auth.fluxcd.io/workload-identity-provider": "projects/x"})
-    with pytest.raises(SopsKeyError) as caught:
-        await decrypt(gcp_document(google), identity, {"SOPS_GCP_KMS_ENDPOINT": google.url, "HOME": "/x"})
-    text = " ".join(str(caught.value).replace("| ", "").split())
-    assert ("failed to get provider audience: invalid gcp.auth.fluxcd.io/workload-identity-provider annotation: "
-            "'projects/x'. must match") in text
+        await decrypt(gcp_document(google), gcp_identity(google, annotations),
+                      {"SOPS_GCP_KMS_ENDPOINT": google.url, "HOME": "/x"})
+    assert expected in " ".join(str(caught.value).replace("| ", "").split())
 
 
 def azure_document(azure: FakeAzure) -> bytes:
