@@ -89,6 +89,10 @@ class WorkloadIdentity:
     def cache(self) -> TokenCache[Any] | None:
         return self._cache
 
+    @property
+    def options(self) -> WorkloadIdentityOptions:
+        return self._options
+
     def credentials(self, *, name: str, namespace: str, service_account_name: str = "") -> Credentials:
         chosen = service_account_name or self._options.default_service_account
         account = (namespace, chosen) if chosen else None
