@@ -144,7 +144,7 @@ class SopsDecryptor:
         # Builds decrypted with someone's workload identity are only shared with builds of the same
         # identity; credentials that do not say whose they are make the build uncacheable.
         digest: str | None = h.hexdigest()
-        if workload is not None:
+        if workload is not None and (workload.aws or workload.gcp or workload.azure or workload.vault):
             digest = f"{digest}:{workload.identity}" if workload.identity else None
         return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=digest)
 

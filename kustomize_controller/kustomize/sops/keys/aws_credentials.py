@@ -15,6 +15,7 @@ Contract:
   ``AWS_CONTAINER_AUTHORIZATION_TOKEN[_FILE]``, EKS Pod Identity / ECS); else EC2 instance
   metadata (IMDSv2; ``AWS_EC2_METADATA_SERVICE_ENDPOINT``, ``AWS_EC2_METADATA_DISABLED``).
   Profiles that assume roles or use SSO/processes are not read (docs/differences.md).
+- ``AWS_CA_BUNDLE`` replaces the trusted CAs for KMS and STS, as in the SDK.
 - STS is called at the key's region (``sts.<region>.amazonaws.com``) unless
   ``AWS_ENDPOINT_URL_STS`` / ``AWS_ENDPOINT_URL`` say otherwise (:func:`endpoint`).
 - :func:`assume_role_with_web_identity` takes the token itself (read from a file here; a
@@ -174,7 +175,13 @@ async def signed_post(
         now=context.clock.now(),
     )
     return await http.call(
-        "POST", url, timeout=context.timeout, environ=context.environ, headers={**headers, **signature}, body=body
+        "POST",
+        url,
+        timeout=context.timeout,
+        environ=context.environ,
+        headers={**headers, **signature},
+        body=body,
+        cafile=context.environ.get("AWS_CA_BUNDLE"),
     )
 
 
@@ -194,7 +201,15 @@ async def assume_role_with_web_identity(
             "WebIdentityToken": token,
         }
     ).encode()
-    answer = await http.call("POST", url, timeout=context.timeout, environ=context.environ, headers=_FORM, body=body)
+    answer = await http.call(
+        "POST",
+        url,
+        timeout=context.timeout,
+        environ=context.environ,
+        headers=_FORM,
+        body=body,
+        cafile=context.environ.get("AWS_CA_BUNDLE"),
+    )
     return _sts_credentials("AssumeRoleWithWebIdentity", answer)
 
 

@@ -170,13 +170,12 @@ class WorkloadIdentity:
         return await _assert(self, await http.read_token_file(self.token_file, "federated token file"), scope)
 
 
-def _certificate(data: str, password: str) -> tuple[str, tuple[bytes, ...]]:
+def _certificate(raw: bytes, password: str) -> tuple[str, tuple[bytes, ...]]:
     """(PEM private key, DER certificates leaf first) from PEM or PKCS#12 data."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
-    raw = data.encode()
     pem_key = serialization.NoEncryption()
     if b"-----BEGIN" in raw:
         key = None
@@ -237,7 +236,7 @@ def parse_static(value: bytes, context: KeyServiceContext) -> Credentials:
     if tenant and client and get("clientSecret"):
         credential = ClientSecret(tenant, client, get("clientSecret"), authority, context)
     elif tenant and client and get("clientCertificate"):
-        key_pem, chain = _certificate(get("clientCertificate"), get("clientCertificatePassword"))
+        key_pem, chain = _certificate(get("clientCertificate").encode(), get("clientCertificatePassword"))
         send_chain = fields.get("clientcertificatesendchain") in (True, "true", "True")
         credential = ClientCertificate(tenant, client, key_pem, chain, send_chain, authority, context)
     elif get("tenant") and get("appId") and get("password"):
@@ -283,7 +282,7 @@ class _CertificateFile:
 
     async def azure_token(self, scope: str) -> AccessToken:
         env = self.context.environ
-        data = await http.read_token_file(env["AZURE_CLIENT_CERTIFICATE_PATH"], "client certificate file")
+        data = await http.read_file(env["AZURE_CLIENT_CERTIFICATE_PATH"], "client certificate file")
         key_pem, chain = _certificate(data, env.get("AZURE_CLIENT_CERTIFICATE_PASSWORD", ""))
         credential = ClientCertificate(
             self.tenant_id, self.client_id, key_pem, chain, False, self.authority, self.context

@@ -26,6 +26,13 @@ Contract:
   ``aws_credentials.assume_role_with_web_identity(token, …)``,
   ``azure_credentials.client_assertion_token(assertion, …)``,
   ``gcp_credentials.sts_exchange(subject_token, …)``.
+- Object-level sets name whose they are in ``Credentials.identity`` (e.g.
+  ``serviceaccount:<ns>/<name>``): the build cache keys decrypted builds on it, and a set with
+  providers but no identity makes the builds uncacheable (never shared across tenants).
+- :meth:`KeyServiceContext.reuse` keeps what a key service fetched (credentials, tokens) for the
+  reconcile while it has more than a minute to live: one token request per provider and
+  reconcile, however many data keys, as upstream's token sources. Caching across reconciles is
+  the token cache's, inside the object-level providers.
 - A provider raises :class:`CredentialError` with a message that names the source and never
   carries a secret (keys, tokens, client secrets, assertions).
 - Values are immutable; secret fields are excluded from ``repr``. Nothing here does I/O: the

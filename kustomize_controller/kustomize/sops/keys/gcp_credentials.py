@@ -11,10 +11,13 @@ Contract:
     ``credential_source`` (``text`` or ``json`` format): the subject token exchanged at
     ``token_url`` (Google STS, :func:`sts_exchange`), then, with
     ``service_account_impersonation_url``, a ``generateAccessToken`` call;
+  - ``external_account_authorized_user`` (workforce identity federation, ``gcloud auth login
+    --cred-file``): the ``refresh_token`` grant at ``token_url``, the client authenticated with
+    HTTP Basic (``client_id``/``client_secret``);
   - ``impersonated_service_account``: its ``source_credentials`` (one of the above), then
     ``generateAccessToken`` at ``service_account_impersonation_url``.
-  Other types (``external_account_authorized_user``, ``gdch_service_account``, AWS- or
-  executable-sourced external accounts) fail at import with a message saying so
+  Other types (``gdch_service_account``, AWS- or executable-sourced external accounts) fail at
+  import with a message saying so
   (docs/differences.md). A JSON error or unknown type fails at import too.
 - :class:`ControllerADC`: ``GOOGLE_APPLICATION_CREDENTIALS`` (the same file types), else gcloud's
   well-known file (``$CLOUDSDK_CONFIG`` or ``~/.config/gcloud``
@@ -28,6 +31,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from collections.abc import Mapping
@@ -84,20 +88,23 @@ class AuthorizedUser:
     refresh_token: str
     token_uri: str
     context: KeyServiceContext
+    basic_auth: bool = False  # external_account_authorized_user: the client in an Authorization header
 
     async def gcp_token(self) -> AccessToken:
-        form = {
-            "grant_type": "refresh_token",
-            "client_id": self.client_id,
-            "client_secret": self.client_secret,
-            "refresh_token": self.refresh_token,
-        }
+        form = {"grant_type": "refresh_token", "refresh_token": self.refresh_token}
+        headers: dict[str, str] = {}
+        if self.basic_auth:
+            pair = f"{self.client_id}:{self.client_secret}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        else:
+            form.update(client_id=self.client_id, client_secret=self.client_secret)
         return await oauth.token_request(
             self.token_uri,
             form,
             timeout=self.context.timeout,
             now=self.context.clock.now(),
             environ=self.context.environ,
+            headers=headers,
         )
 
 
@@ -248,7 +255,18 @@ def from_json(doc: Mapping[str, Any], context: KeyServiceContext) -> GcpTokenSou
                 "'service_account_impersonation_url'"
             )
         return Impersonated(from_json(inner, context), str(url), context)
-    if kind in ("external_account_authorized_user", "gdch_service_account"):
+    if kind == "external_account_authorized_user":
+        if not doc.get("refresh_token") or not doc.get("token_url"):
+            raise SopsFormatError("external_account_authorized_user credentials need 'refresh_token' and 'token_url'")
+        return AuthorizedUser(
+            str(doc.get("client_id") or ""),
+            str(doc.get("client_secret") or ""),
+            str(doc["refresh_token"]),
+            str(doc["token_url"]),
+            context,
+            basic_auth=True,
+        )
+    if kind == "gdch_service_account":
         raise SopsFormatError(f"not supported: credential type {kind!r}")
     raise SopsFormatError(f"unknown credential type: {json.dumps(kind if isinstance(kind, str) else '')}")
 

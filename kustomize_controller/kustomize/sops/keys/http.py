@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -55,13 +56,22 @@ async def call(
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     environ: Mapping[str, str] | None = None,
+    cafile: str | None = None,
 ) -> Response:
+    """``cafile``: PEM bundle of the CAs to trust for this call (e.g. ``AWS_CA_BUNDLE``) instead of
+    the system's (which ``SSL_CERT_FILE``/``SSL_CERT_DIR`` already move, through OpenSSL)."""
     proxy = proxy_for(url, environ or {})
+    ssl_context: ssl.SSLContext | bool = True
+    if cafile and url.startswith("https://"):
+        try:
+            ssl_context = await asyncio.to_thread(ssl.create_default_context, cafile=cafile)
+        except (OSError, ssl.SSLError) as err:
+            raise TransportError(f"failed to load the CA bundle '{cafile}': {err}") from None
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False) as session,
             session.request(
-                method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy
+                method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy, ssl=ssl_context
             ) as answer,
         ):
             data = bytearray()
@@ -113,18 +123,25 @@ def _no_proxy_matches(rule: str, host: str, port: int | None) -> bool:
     return host == name or host.endswith("." + name)
 
 
-async def read_token_file(path: str, what: str) -> str:
-    """A token file's content, stripped, read off the event loop; errors name the file only."""
+async def read_file(path: str, what: str) -> bytes:
+    """A local file's bytes (at most 1 MiB), read off the event loop; errors name the file only."""
 
-    def read() -> str:
-        with open(path, encoding="utf-8") as stream:
-            return stream.read(MAX_BODY).strip()
+    def read() -> bytes:
+        with open(path, "rb") as stream:
+            return stream.read(MAX_BODY)
 
     try:
         return await asyncio.to_thread(read)
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else "not UTF-8"
-        raise TransportError(f"failed to read {what} '{path}': {reason}") from None
+    except OSError as err:
+        raise TransportError(f"failed to read {what} '{path}': {err.strerror}") from None
+
+
+async def read_token_file(path: str, what: str) -> str:
+    """A token file's text, stripped (a projected ServiceAccount token, a federated token, …)."""
+    try:
+        return (await read_file(path, what)).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise TransportError(f"failed to read {what} '{path}': not UTF-8") from None
 
 
 def _reason(err: aiohttp.ClientError) -> str:

@@ -98,6 +98,11 @@ class FakeGoogle:
             assert "https://www.googleapis.com/auth/cloudkms" in body["scope"].split()
             return web.json_response({"access_token": self._issue("sa"), "expires_in": 3599, "token_type": "Bearer"})
         if grant == "refresh_token":
+            basic = request.headers.get("Authorization", "").removeprefix("Basic ")
+            if basic:  # external_account_authorized_user: the client authenticates with HTTP Basic
+                assert "client_secret" not in form
+                form["client_secret"] = base64.b64decode(basic).decode().partition(":")[2]
+                form["_basic_auth"] = "yes"
             if form.get("refresh_token") != REFRESH_TOKEN or form.get("client_secret") != CLIENT_SECRET:
                 return web.json_response({"error": "invalid_grant", "error_description": "Bad Request"}, status=400)
             return web.json_response({"access_token": self._issue("user"), "expires_in": 3599})

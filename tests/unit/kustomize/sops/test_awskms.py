@@ -321,3 +321,35 @@ def test_malformed_static_secret_names_the_entry_not_its_content() -> None:
         "failed to unmarshal AWS credentials file"
     )
     assert STATIC_SECRET not in str(info.value)
+
+
+def test_generator_sources_and_secret_fields_in_every_store(moto_server: Moto, tmp_path: Path) -> None:
+    """The same pipeline as age: a dotenv and an INI generator source (their metadata flattened,
+    the encryption context too) decrypted in place, and a SOPS document inside a Secret's data."""
+    import base64
+    import os
+
+    arn = moto_server.create_key()
+
+    def encrypted(plain: object, fmt: str) -> bytes:
+        data_key = os.urandom(32)
+        entry = moto_server.kms_entry(arn, data_key, {"app": "flux", "env": "prod"})
+        return encrypt_document(plain, fmt, Recipe(extra_key_entries={"kms": [entry]}), key=data_key)
+
+    (tmp_path / "app.env").write_bytes(encrypted({"PASSWORD": "env-secret"}, "dotenv"))
+    (tmp_path / "app.ini").write_bytes(encrypted({"db": {"password": "ini-secret"}}, "ini"))
+    (tmp_path / "kustomization.yaml").write_text("secretGenerator:\n- name: s\n  envs: [app.env]\n  files: [app.ini]\n")
+    inner = encrypted({"token": "json-secret"}, "json")
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "x"},
+        "data": {"config.json": base64.b64encode(inner).decode()},
+    }
+    environ = {**NO_AMBIENT, "AWS_ENDPOINT_URL": moto_server.url}
+    with SopsDecryptor.from_secret_data({"sops.aws-kms": STATIC_SECRET_YAML}, environ=environ) as dec:
+        dec.decrypt_sources(tmp_path, tmp_path)
+        out = dec.decrypt_object(secret)
+    assert (tmp_path / "app.env").read_text().strip() == "PASSWORD=env-secret"
+    assert "password = ini-secret" in (tmp_path / "app.ini").read_text()
+    assert b"json-secret" in base64.b64decode(out["data"]["config.json"])

@@ -172,3 +172,20 @@ async def test_bad_enc() -> None:
     key = MasterKey("azure_kv", "https://v.vault.azure.net", "AQ==", {"name": "k", "version": "1"})
     with pytest.raises(SopsKeyError, match="failed to base64 decode Azure Key Vault encrypted key"):
         await azkv.decrypt_data_key(key, KeyServiceContext())
+
+
+async def test_controller_environment_certificate_file_pkcs12(fake_azure: FakeAzure, tmp_path: Path) -> None:
+    key, cert = fake_azure.client_cert
+    pfx = tmp_path / "client.pfx"
+    pfx.write_bytes(
+        pkcs12.serialize_key_and_certificates(b"sops", key, cert, None, serialization.BestAvailableEncryption(b"pw"))
+    )
+    env = {
+        "AZURE_CLIENT_ID": CLIENT_ID,
+        "AZURE_TENANT_ID": TENANT,
+        "AZURE_CLIENT_CERTIFICATE_PATH": str(pfx),
+        "AZURE_CLIENT_CERTIFICATE_PASSWORD": "pw",
+        "AZURE_AUTHORITY_HOST": fake_azure.url,
+    }
+    assert (await decrypt(document(fake_azure), **env))["stringData"]["key"] == "kms-value"
+    assert fake_azure.requests[-1]["auth"].startswith("Bearer cert-")

@@ -72,6 +72,21 @@ async def test_external_account_with_impersonation(fake_google: FakeGoogle, tmp_
     assert exchange["form"]["grant_type"] == "urn:ietf:params:oauth:grant-type:token-exchange"
 
 
+async def test_external_account_authorized_user(fake_google: FakeGoogle) -> None:
+    config = {
+        "type": "external_account_authorized_user",
+        "audience": "//iam.googleapis.com/locations/global/workforcePools/p/providers/k",
+        "client_id": "cid",
+        "client_secret": CLIENT_SECRET,
+        "refresh_token": REFRESH_TOKEN,
+        "token_url": f"{fake_google.url}/token",
+    }
+    secret = {"sops.gcp-kms": json.dumps(config).encode()}
+    assert (await decrypt(fake_google, document(fake_google), secret=secret))["stringData"]["key"] == "kms-value"
+    (request,) = [r for r in fake_google.requests if r["path"] == "/token"]
+    assert request["form"]["_basic_auth"] == "yes" and request["form"]["grant_type"] == "refresh_token"
+
+
 async def test_impersonated_service_account(fake_google: FakeGoogle) -> None:
     config = {
         "type": "impersonated_service_account",
@@ -137,6 +152,7 @@ async def test_no_controller_credentials(fake_google: FakeGoogle) -> None:
         (b"{not json", "invalid credentials JSON at line 1 column 2"),
         (b'{"type": "nope"}', 'unknown credential type: "nope"'),
         (b'{"type": "gdch_service_account"}', "not supported: credential type 'gdch_service_account'"),
+        (b'{"type": "external_account_authorized_user"}', "need 'refresh_token' and 'token_url'"),
         (b'{"type": "external_account", "credential_source": {"environment_id": "aws1"}}', "not supported"),
     ],
 )

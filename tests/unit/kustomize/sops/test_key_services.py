@@ -208,6 +208,7 @@ def test_workload_identity_enters_the_build_cache_identity() -> None:
     bob = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws(), identity="sa:b/x")).cache_identity
     anonymous = SopsDecryptor.from_secret_data({}, workload=Credentials(aws=_StaticAws())).cache_identity
     assert len({plain, alice, bob}) == 3 and anonymous is None
+    assert SopsDecryptor.from_secret_data({}, workload=Credentials()).cache_identity == plain
 
 
 @pytest.mark.parametrize(
