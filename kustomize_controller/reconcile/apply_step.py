@@ -189,10 +189,7 @@ class ApplyStep:
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
                 identity = self._options.workload_identity
-                workload = None if identity is None else identity.credentials(
-                    name=ks.metadata.name or "", namespace=namespace,
-                    service_account_name=ks.spec.decryption.service_account_name or "",
-                )
+                workload = None if identity is None else identity.for_kustomization(ks)
                 decryptor = await load_decryptor(
                     client=self._client,
                     namespace=namespace,

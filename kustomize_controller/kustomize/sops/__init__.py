@@ -1,6 +1,6 @@
 """SOPS decryption without the sops binary: age (X25519, SSH), OpenPGP, AWS KMS, GCP KMS, Azure
-Key Vault and Vault/OpenBao transit master keys, the YAML, JSON, dotenv, INI and binary stores, whole objects, Secret fields
-and kustomize sources.
+Key Vault and Vault/OpenBao transit master keys, the YAML, JSON, dotenv, INI and binary stores,
+whole objects, Secret fields and kustomize sources.
 
 Public surface: :class:`SopsDecryptor` (the build pipeline's ``Decryptor``), :func:`load_decryptor`
 (its keys fetched from the cluster), the exception tree

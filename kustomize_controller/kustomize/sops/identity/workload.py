@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kustomize_controller.api.kustomization import Kustomization
 from kustomize_controller.kustomize.sops.identity.access import Provider, T, get_access_token
 from kustomize_controller.kustomize.sops.identity.aws import AwsProvider
 from kustomize_controller.kustomize.sops.identity.azure import AzureProvider
@@ -92,6 +93,12 @@ class WorkloadIdentity:
     @property
     def options(self) -> WorkloadIdentityOptions:
         return self._options
+
+    def for_kustomization(self, ks: Kustomization) -> Credentials:
+        """``credentials`` for a Kustomization with ``spec.decryption``."""
+        decryption = ks.spec.decryption
+        return self.credentials(name=ks.metadata.name or "", namespace=ks.metadata.namespace or "",
+                                service_account_name=(decryption.service_account_name if decryption else None) or "")
 
     def credentials(self, *, name: str, namespace: str, service_account_name: str = "") -> Credentials:
         chosen = service_account_name or self._options.default_service_account
