@@ -23,7 +23,8 @@ Contract:
 - Every call has a timeout: ``VAULT_CLIENT_TIMEOUT`` (seconds or a Go duration), else the key
   services' per-call timeout (the Go client's default is 60s, beyond the per-key deadline).
   TLS from ``VAULT_CACERT``/``VAULT_CAPATH``/``VAULT_CLIENT_CERT``+``VAULT_CLIENT_KEY``/
-  ``VAULT_SKIP_VERIFY``/``VAULT_TLS_SERVER_NAME``. Not done: the Go client's ``VAULT_MAX_RETRIES``
+  ``VAULT_SKIP_VERIFY``/``VAULT_TLS_SERVER_NAME``; ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` as
+  the key services read them (``http.proxy_for``). Not done: the Go client's ``VAULT_MAX_RETRIES``
   retries of 5xx answers (a failed decryption is retried with the reconcile).
 """
 
@@ -36,7 +37,7 @@ import json
 import posixpath
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,8 @@ class VaultClientConfig:
     env_token: str = ""
     token_file: Path | None = None
     allowlist: str = "all"
+    # HTTPS_PROXY/HTTP_PROXY/NO_PROXY (the Go client's http.ProxyFromEnvironment)
+    proxy_env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, home: Path | None = None) -> VaultClientConfig:
@@ -81,6 +84,7 @@ class VaultClientConfig:
             env_token=env.get("VAULT_TOKEN", "").strip(),
             token_file=home / ".vault-token",
             allowlist=env.get(ALLOWLIST_ENV) or "all",
+            proxy_env={k: v for k, v in env.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")},
         )
 
 
@@ -153,6 +157,8 @@ async def vault_write(
     import aiohttp
     from yarl import URL
 
+    from kustomize_controller.kustomize.sops.keys.http import proxy_for
+
     base = URL(address)
     url = base.with_path("/" + _join(base.path.strip("/"), "v1", path.lstrip("/")))
     headers = {"X-Vault-Request": "true"}
@@ -167,6 +173,7 @@ async def vault_write(
             headers=headers,
             ssl=config.ssl,
             server_hostname=config.server_hostname,
+            proxy=proxy_for(str(url), config.proxy_env),
             timeout=aiohttp.ClientTimeout(total=config.timeout),
         ) as response:
             raw = await response.read()

@@ -270,3 +270,13 @@ def test_parse_login_paths() -> None:
     assert parse_login_paths("") == {}
     with pytest.raises(ValueError):
         parse_login_paths("instances: 3")
+
+
+async def test_http_proxy_from_the_environment(vault: FakeVault) -> None:
+    # the loopback Vault stands in for a forward proxy: it receives the absolute-form request
+    address = "http://vault.internal.test:8200"
+    key = vault_key(vault, address=address)
+    context = KeyServiceContext(credentials=parse_static(ROOT.encode()),
+                                environ={"HTTP_PROXY": vault.url, "NO_PROXY": "example.com"})
+    assert await decrypt_data_key(key, context) == DATA_KEY
+    assert vault.requests[-1].headers["Host"] == "vault.internal.test:8200"
