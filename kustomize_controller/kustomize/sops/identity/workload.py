@@ -45,9 +45,8 @@ from kustomize_controller.kustomize.sops.keys.credentials import (
     AwsCredentials,
     Credentials,
     KeyServiceContext,
+    VaultTokenSource,
 )
-from kustomize_controller.kustomize.sops.keys.hcvault import VaultClientConfig
-from kustomize_controller.kustomize.sops.keys.vault_auth import VaultKubernetesAuth
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.tokencache import InvolvedObject, TokenCache
 
@@ -83,8 +82,12 @@ class WorkloadIdentity:
         self._context = KeyServiceContext(environ=dict(options.environ), timeout=options.timeout,
                                           clock=clock or RealClock())
         self._gke = GkeMetadata(self._context)  # read once per controller, as upstream
-        # reads CA files named by VAULT_CACERT…: once, at start-up
-        self._vault_config = VaultClientConfig.from_env(options.environ) if options.vault_configmap else None
+        # reads CA files named by VAULT_CACERT…: once, at start-up; the Vault modules load only then
+        self._vault_config: Any = None
+        if options.vault_configmap is not None:
+            from kustomize_controller.kustomize.sops.keys.hcvault import VaultClientConfig
+
+            self._vault_config = VaultClientConfig.from_env(options.environ)
 
     @property
     def cache(self) -> TokenCache[Any] | None:
@@ -104,8 +107,10 @@ class WorkloadIdentity:
         chosen = service_account_name or self._options.default_service_account
         account = (namespace, chosen) if chosen else None
         request = _Request(self, account, name=name, namespace=namespace)
-        vault = None
+        vault: VaultTokenSource | None = None
         if self._options.vault_configmap is not None and self._vault_config is not None:
+            from kustomize_controller.kustomize.sops.keys.vault_auth import VaultKubernetesAuth
+
             vault = VaultKubernetesAuth(config=self._vault_config, client=self._client,
                                         configmap=self._options.vault_configmap, issue=request.kubernetes_token)
         # whose identity decrypts: the build cache shares builds only between equal identities
