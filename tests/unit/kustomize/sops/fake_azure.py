@@ -5,7 +5,6 @@ token), IMDS managed identity, and a Key Vault holding a real RSA key that does 
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -17,9 +16,8 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
-from .loopback import serve
+from .loopback import Issuer, self_signed, serve
 
 TENANT = "00000000-0000-0000-0000-0000000000aa"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
@@ -37,29 +35,17 @@ def _b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def self_signed() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
+def client_certificate() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     key = rsa.generate_private_key(65537, 2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sops")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
+    return key, self_signed(key)
 
 
 @dataclass
 class FakeAzure:
     url: str = ""
     vault_key: rsa.RSAPrivateKey = field(default_factory=lambda: rsa.generate_private_key(65537, 2048))
-    client_cert: tuple[rsa.RSAPrivateKey, x509.Certificate] = field(default_factory=self_signed)
-    tokens: set[str] = field(default_factory=set)
+    client_cert: tuple[rsa.RSAPrivateKey, x509.Certificate] = field(default_factory=client_certificate)
+    issuer: Issuer = field(default_factory=Issuer)
     requests: list[dict[str, Any]] = field(default_factory=list)
     forbidden: bool = False
 
@@ -88,11 +74,6 @@ class FakeAzure:
             + cert.public_bytes(serialization.Encoding.PEM)
         ).decode()
 
-    def _issue(self, prefix: str) -> str:
-        token = f"{prefix}-{len(self.tokens)}"
-        self.tokens.add(token)
-        return token
-
     async def token(self, request: web.Request) -> web.Response:
         form = dict(await request.post())
         self.requests.append({"path": request.path, "form": form})
@@ -105,12 +86,12 @@ class FakeAzure:
             if form["client_secret"] != CLIENT_SECRET:
                 return _aad_error("invalid_client", "AADSTS7000215: Invalid client secret provided.")
             return web.json_response(
-                {"access_token": self._issue("secret"), "expires_in": 3599, "token_type": "Bearer"}
+                {"access_token": self.issuer.issue("secret"), "expires_in": 3599, "token_type": "Bearer"}
             )
         assertion = str(form.get("client_assertion", ""))
         assert form.get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
         if assertion == FEDERATED_TOKEN:
-            return web.json_response({"access_token": self._issue("federated"), "expires_in": 3599})
+            return web.json_response({"access_token": self.issuer.issue("federated"), "expires_in": 3599})
         header, claims, signature = assertion.split(".")
         key, cert = self.client_cert
         thumbprint = _b64url(hashlib.sha1(cert.public_bytes(serialization.Encoding.DER)).digest())
@@ -120,13 +101,15 @@ class FakeAzure:
         )
         body = json.loads(_b64url_decode(claims))
         assert body["aud"] == f"{self.url}/{TENANT}/oauth2/v2.0/token" and body["iss"] == body["sub"] == CLIENT_ID
-        return web.json_response({"access_token": self._issue("cert"), "expires_in": 3599})
+        return web.json_response({"access_token": self.issuer.issue("cert"), "expires_in": 3599})
 
     async def imds(self, request: web.Request) -> web.Response:
         self.requests.append({"path": request.path, "query": dict(request.query)})
         if request.headers.get("Metadata") != "true" or request.query.get("resource") != "https://127.0.0.1":
             return web.json_response({"error": "invalid_request", "error_description": "bad request"}, status=400)
-        return web.json_response({"access_token": self._issue("msi"), "expires_in": "3599", "token_type": "Bearer"})
+        return web.json_response(
+            {"access_token": self.issuer.issue("msi"), "expires_in": "3599", "token_type": "Bearer"}
+        )
 
     async def decrypt(self, request: web.Request) -> web.Response:
         auth = request.headers.get("Authorization", "")
@@ -141,7 +124,7 @@ class FakeAzure:
                     "WWW-Authenticate": f'Bearer authorization="{self.url}/{TENANT}", resource="https://127.0.0.1"'
                 },
             )
-        if auth.removeprefix("Bearer ") not in self.tokens:
+        if auth.removeprefix("Bearer ") not in self.issuer.tokens:
             return _kv_error(401, "Unauthorized", "AKV10000: Request is missing a Bearer or PoP token.")
         if self.forbidden:
             return _kv_error(

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .loopback import serve
+from .loopback import Issuer, serve
 
 KEY = "projects/p/locations/global/keyRings/flux/cryptoKeys/sops"
 SA_EMAIL = "sops@p.iam.gserviceaccount.com"
@@ -35,7 +35,7 @@ class FakeGoogle:
     url: str = ""
     private_key: rsa.RSAPrivateKey = field(default_factory=lambda: rsa.generate_private_key(65537, 2048))
     key_secrets: dict[str, bytes] = field(default_factory=dict)
-    tokens: set[str] = field(default_factory=set)
+    issuer: Issuer = field(default_factory=Issuer)
     requests: list[dict[str, Any]] = field(default_factory=list)
     allowed: set[str] = field(default_factory=set)  # tokens allowed to decrypt; empty: all
 
@@ -70,11 +70,6 @@ class FakeGoogle:
             }
         ).encode()
 
-    def _issue(self, prefix: str) -> str:
-        token = f"{prefix}-{len(self.tokens)}"
-        self.tokens.add(token)
-        return token
-
     # -- handlers ---------------------------------------------------------------------------------
 
     async def token(self, request: web.Request) -> web.Response:
@@ -96,7 +91,9 @@ class FakeGoogle:
             assert json.loads(_b64url_decode(header))["kid"] == "kid1"
             assert body["aud"] == f"{self.url}/token" and body["iss"] == SA_EMAIL
             assert "https://www.googleapis.com/auth/cloudkms" in body["scope"].split()
-            return web.json_response({"access_token": self._issue("sa"), "expires_in": 3599, "token_type": "Bearer"})
+            return web.json_response(
+                {"access_token": self.issuer.issue("sa"), "expires_in": 3599, "token_type": "Bearer"}
+            )
         if grant == "refresh_token":
             basic = request.headers.get("Authorization", "").removeprefix("Basic ")
             if basic:  # external_account_authorized_user: the client authenticates with HTTP Basic
@@ -105,19 +102,21 @@ class FakeGoogle:
                 form["_basic_auth"] = "yes"
             if form.get("refresh_token") != REFRESH_TOKEN or form.get("client_secret") != CLIENT_SECRET:
                 return web.json_response({"error": "invalid_grant", "error_description": "Bad Request"}, status=400)
-            return web.json_response({"access_token": self._issue("user"), "expires_in": 3599})
+            return web.json_response({"access_token": self.issuer.issue("user"), "expires_in": 3599})
         if grant == "urn:ietf:params:oauth:grant-type:token-exchange":
             if form.get("subject_token") != "external-subject-token" or not str(form.get("audience")).startswith(
                 "//iam.googleapis.com/"
             ):
                 return web.json_response({"error": "invalid_grant", "error_description": "bad subject"}, status=400)
-            return web.json_response({"access_token": self._issue("sts"), "expires_in": 3600, "token_type": "Bearer"})
+            return web.json_response(
+                {"access_token": self.issuer.issue("sts"), "expires_in": 3600, "token_type": "Bearer"}
+            )
         return web.json_response({"error": "unsupported_grant_type"}, status=400)
 
     def _bearer(self, request: web.Request) -> str | None:
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ")
-        return token if auth.startswith("Bearer ") and token in self.tokens else None
+        return token if auth.startswith("Bearer ") and token in self.issuer.tokens else None
 
     async def decrypt(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -147,13 +146,16 @@ class FakeGoogle:
         self.requests.append({"path": request.path, "body": await request.json()})
         if self._bearer(request) is None:
             return _google_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
-        return web.json_response({"accessToken": self._issue("impersonated"), "expireTime": "2099-01-01T00:00:00Z"})
+        return web.json_response(
+            {"accessToken": self.issuer.issue("impersonated"), "expireTime": "2099-01-01T00:00:00Z"}
+        )
 
     async def metadata_token(self, request: web.Request) -> web.Response:
         self.requests.append({"path": request.path})
         if request.headers.get("Metadata-Flavor") != "Google":
             return web.Response(status=403, text="Missing Metadata-Flavor:Google header.")
-        return web.json_response({"access_token": self._issue("gce"), "expires_in": 3599, "token_type": "Bearer"})
+        token = self.issuer.issue("gce")
+        return web.json_response({"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
 
     def app(self) -> web.Application:
         app = web.Application()
