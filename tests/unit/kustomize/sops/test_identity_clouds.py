@@ -51,7 +51,7 @@ class FederatedGoogle(FakeGoogle):
         if (form.get("audience") != self.expected_audience or subject["aud"] != [self.token_audience]
                 or subject["sub"] != "system:serviceaccount:apps:decryptor"):
             return web.json_response({"error": "invalid_grant", "error_description": "audience mismatch"}, status=400)
-        return web.json_response({"access_token": self._issue("federated"), "expires_in": 3600,
+        return web.json_response({"access_token": self.issuer.issue("federated"), "expires_in": 3600,
                                   "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
                                   "token_type": "Bearer"})
 
@@ -80,7 +80,7 @@ class FederatedAzure(FakeAzure):
         assert request.match_info["tenant"] == TENANT and form["client_id"] == CLIENT_ID
         assert form["scope"] == self.scope
         assert claims(assertion)["sub"] == "system:serviceaccount:apps:decryptor"
-        return web.json_response({"access_token": self._issue("workload"), "expires_in": 3599})
+        return web.json_response({"access_token": self.issuer.issue("workload"), "expires_in": 3599})
 
 
 @pytest.fixture
