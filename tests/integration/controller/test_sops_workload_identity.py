@@ -5,6 +5,7 @@ against moto — the feature gate off, and a missing ServiceAccount, as upstream
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -83,15 +84,23 @@ async def test_vault_kubernetes_auth_with_the_decryption_service_account(
     assert claims["sub"] == f"system:serviceaccount:{ns}:decryptor"
     assert claims["aud"] == [vault.url]
     assert env.manager is not None
-    misses = env.manager.metrics.registry.get_sample_value("gotk_token_cache_events_total", {
-        "event_type": "cache_miss", "kind": "Kustomization", "name": "app", "namespace": ns,
-        "operation": "decrypt_with_vault"})
+    labels = {"event_type": "cache_miss", "kind": "Kustomization", "name": "app", "namespace": ns,
+              "operation": "decrypt_with_vault"}
+    misses = env.manager.metrics.registry.get_sample_value("gotk_token_cache_events_total", labels)
     assert misses is not None and misses >= 1
     vault_token = next(r for r in vault.requests if r.path.endswith("/decrypt/flux")).headers["X-Vault-Token"]
     for secret_text in (login.body["jwt"], vault_token, "hunter2"):
         assert secret_text not in logs.out + logs.err
         for event in await env.events():
             assert secret_text not in event["message"]
+    # the Kustomization's cache events go with it, as upstream
+    await env.delete_ks()
+    await env.wait_gone()
+    for _ in range(100):
+        if env.manager.metrics.registry.get_sample_value("gotk_token_cache_events_total", labels) is None:
+            break
+        await asyncio.sleep(0.1)
+    assert env.manager.metrics.registry.get_sample_value("gotk_token_cache_events_total", labels) is None
 
 
 async def test_gate_off_stalls_with_upstreams_message(env: ControllerEnv, vault: FakeVault) -> None:
