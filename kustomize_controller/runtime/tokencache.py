@@ -123,6 +123,10 @@ class TokenCache(Generic[T]):
                 hit = True
                 token = entry.token
             else:
+                if entry is not None:  # stale: gone whether or not the refresh succeeds, as upstream
+                    del self._entries[key]
+                    if self._metrics is not None:
+                        self._metrics.items.set(len(self._entries))
                 token = await self._fetch_once(key, fetch)
         except BaseException:
             self._record(involved, hit=False, ok=False)

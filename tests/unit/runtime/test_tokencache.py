@@ -148,3 +148,20 @@ def test_cache_key_is_upstreams_digest() -> None:
         b"provider=aws\nstsRegion=eu-west-1").hexdigest()
     with pytest.raises(ValueError):
         TokenCache(max_size=0, clock=FakeClock())
+
+
+async def test_a_stale_token_whose_refresh_fails_is_dropped() -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    cache: TokenCache[Tok] = TokenCache(max_size=10, clock=clock, metrics=TokenCacheMetrics(registry))
+    calls: list[str] = []
+    await cache.get_or_set("k", fetcher(clock, 100, calls))  # type: ignore[arg-type]
+    await clock.advance(90)
+
+    async def failing() -> Tok:
+        raise RuntimeError("STS is down")
+
+    with pytest.raises(RuntimeError):
+        await cache.get_or_set("k", failing)
+    assert len(cache) == 0
+    assert registry.get_sample_value("gotk_token_cached_items") == 0
