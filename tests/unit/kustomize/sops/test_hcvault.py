@@ -280,3 +280,25 @@ async def test_http_proxy_from_the_environment(vault: FakeVault) -> None:
                                 environ={"HTTP_PROXY": vault.url, "NO_PROXY": "example.com"})
     assert await decrypt_data_key(key, context) == DATA_KEY
     assert vault.requests[-1].headers["Host"] == "vault.internal.test:8200"
+
+
+async def test_controller_level_kubernetes_auth_through_workload_identity(vault: FakeVault, tmp_path: Path) -> None:
+    """No ServiceAccount chosen: the controller's own ServiceAccount (its token file's subject) asks
+    for a token with the Vault address as audience and logs in as <ns>_<name>."""
+    from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity, WorkloadIdentityOptions
+
+    from .test_identity import FakeApi
+
+    token_file = tmp_path / "token"
+    token_file.write_text(service_account_jwt("flux-system", "kustomize-controller", audience="k8s", exp=2e9))
+    vault.add_role("auth/kubernetes/login", "flux-system_kustomize-controller",
+                   Role(service_account="flux-system:kustomize-controller", audience=vault.url,
+                        policies=("sops/firstkey",)))
+    api = FakeApi(configmaps={("flux-system", "vault-config"): login_config(vault)})
+    identity = WorkloadIdentity(client=api, cache=None, options=WorkloadIdentityOptions(
+        vault_configmap=("flux-system", "vault-config"), controller_token_file=token_file))
+    credentials = identity.credentials(name="app", namespace="apps")
+    context = KeyServiceContext(credentials=credentials, environ={"VAULT_TOKEN": "not-used"})
+    assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
+    assert api.token_requests == [("flux-system/kustomize-controller", [vault.url])]
+    assert vault.requests[0].body["role"] == "flux-system_kustomize-controller"

@@ -36,15 +36,19 @@ class FakeApi:
     """ServiceAccount GETs and TokenRequests, answered as the API server does."""
 
     def __init__(self, accounts: dict[tuple[str, str], dict[str, str]] | None = None, *,
-                 token_error: Exception | None = None) -> None:
+                 token_error: Exception | None = None,
+                 configmaps: dict[tuple[str, str], dict[str, str]] | None = None) -> None:
         self.accounts = accounts or {}
+        self.configmaps = configmaps or {}
         self.token_error = token_error
         self.token_requests: list[tuple[str, list[str]]] = []
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         key = (namespace or "", name)
-        if key not in self.accounts:
-            raise NotFoundError(f'serviceaccounts "{name}" not found', status=404, kind=kind, namespace=namespace,
+        if kind == "ConfigMap" and key in self.configmaps:
+            return {"metadata": {"name": name, "namespace": namespace}, "data": self.configmaps[key]}
+        if kind != "ServiceAccount" or key not in self.accounts:
+            raise NotFoundError(f'{kind.lower()}s "{name}" not found', status=404, kind=kind, namespace=namespace,
                                 name=name)
         return {"metadata": {"name": name, "namespace": namespace, "annotations": self.accounts[key]}}
 
