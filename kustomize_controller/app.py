@@ -58,6 +58,8 @@ from kustomize_controller.reconcile.dependents import (
     dependency_index_keys,
     dependency_update_passes,
 )
+from kustomize_controller.reconcile.gate.fleet import parse_configmap_ref
+from kustomize_controller.reconcile.gate.gate import GateOptions
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, TriggerSource
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -288,6 +290,8 @@ async def run_controller(
                         ),
                     ),
                     sops_age_secret=sops_age_secret,
+                    gate=GateOptions(sync_windows_configmap=parse_configmap_ref(settings.sync_windows_configmap)
+                                     if settings.sync_windows_configmap else None),
                 ),
             ),
         )

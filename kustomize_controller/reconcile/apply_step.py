@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 import structlog
 
+from kustomize_controller.api.changes import InvalidApprovalModeError, approval_mode
 from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
 from kustomize_controller.api.duration import format_duration
 from kustomize_controller.api.meta import Reason
@@ -61,7 +62,9 @@ from kustomize_controller.reconcile.apply_options import ApplySettings, apply_op
 from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
 from kustomize_controller.reconcile.drift_mode import WarnPolicy
 from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
+from kustomize_controller.reconcile.gate.gate import ChangeGate, GateOptions, GatePlanError, remember_ready
 from kustomize_controller.reconcile.history import upsert
+from kustomize_controller.reconcile.preview import plan_changes
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.controller import release_worker
@@ -88,6 +91,7 @@ class ApplyStepOptions:
     tenancy: TenancyOptions = field(default_factory=TenancyOptions)
     sops_age_secret: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-age-secret)
     health_interval: float = 5.0
+    gate: GateOptions = field(default_factory=GateOptions)  # approval and sync windows (reconcile/gate)
 
 
 def reverifying(ctx: ReconcileContext) -> bool:
@@ -114,14 +118,18 @@ class ApplyStep:
         self._verified = VerifiedApplies()
         # drift-detection: warn — the record of what was last applied per object (drift_report.py)
         self._detect_only = DetectOnlyDrift()
+        # approval: manual and sync windows: between the dry-run plan and the first write (reconcile/gate)
+        self._gate = ChangeGate(client=client, clock=clock, options=options.gate)
 
     async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
         ks = ctx.ks
         try:
             drift_mode(ks.metadata.annotations)  # before anything is fetched or written
-        except InvalidDriftModeError as err:
+            approval_mode(ks.metadata.annotations)
+        except (InvalidDriftModeError, InvalidApprovalModeError) as err:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
         timeout = format_duration(ks.get_timeout())
+        remember_ready(ctx)  # a plan held by the change gate puts Ready back as it was
         ctx.hold_progress = reverifying(ctx)
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
         ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
@@ -255,6 +263,7 @@ class ApplyStep:
             concurrency=self._options.concurrent_ssa,
             verified=self._verified if client is self._client else None,
         )
+        await self._pass_gate(ctx, client, result, objects)
         change_set = ChangeSet()
         drift_policy = self._detect_only.policy(ctx, digest=result.digest)
         if objects:
@@ -303,6 +312,25 @@ class ApplyStep:
         ks.status.last_applied_origin_revision = ctx.origin_revision or None
         ctx.mark_true(READY, Reason.RECONCILIATION_SUCCEEDED, f"Applied revision: {ctx.revision}")
         self._history(ctx, result.digest, Reason.RECONCILIATION_SUCCEEDED)
+
+    async def _pass_gate(
+        self, ctx: ReconcileContext, client: KubeClient, result: BuildResult, objects: list[dict[str, Any]]
+    ) -> None:
+        """The change gate (reconcile/gate/gate.py): returns to apply, raises ``GateHeld`` to hold."""
+
+        async def plan() -> tuple[list[Any], list[str]]:
+            # the apply's own options (warn mode: a policy of its own, drift it would keep is no change)
+            options = self._apply_options(ctx, self._detect_only.policy(ctx, digest=result.digest))
+            return await plan_changes(
+                client=client, clock=self._clock, ks=ctx.ks, objects=objects, options=options,
+                concurrency=self._options.concurrent_ssa,
+                verified=self._verified if client is self._client else None,
+            )
+
+        try:
+            await self._gate.check(ctx, plan=plan)
+        except GatePlanError as err:
+            self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
 
     async def _health(
         self,

@@ -26,7 +26,7 @@ applied, nothing to wait for); objects whose Namespace or CRD this revision crea
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,11 +42,12 @@ from kustomize_controller.api.source import SOURCE_API_VERSION
 from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
 from kustomize_controller.apply.drift import IgnoreRuleError
 from kustomize_controller.apply.inventory import from_change_set, stale_objects
-from kustomize_controller.apply.manager import ResourceManager
+from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
-from kustomize_controller.apply.objects import split_api_version
+from kustomize_controller.apply.objects import Object, split_api_version
 from kustomize_controller.apply.preview import DryRunClient, PreviewChange, preview_apply, preview_prune
 from kustomize_controller.apply.selectors import owner_labels
+from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import KustomizeError
@@ -153,26 +154,49 @@ async def preview_kustomization(
             raise PreviewError(f"{subject}: {err}") from err
 
         objects = result.objects
-        owner = owner_labels(name, namespace)
-        prepare_objects(objects, owner=owner)
+        prepare_objects(objects, owner=owner_labels(name, namespace))
         say(f"dry-running {len(objects)} object(s)")
-        reader = DryRunClient(tenant)
-        manager = ResourceManager(client=reader, clock=clock, concurrency=options.concurrency)
-        changes = await preview_apply(manager, objects, engine_options)
-        errors = [c.error for c in changes if c.error]
-        if ks.spec.prune:
-            planned = ChangeSet([
-                ChangeSetEntry(ref=c.ref, version=split_api_version(c.api_version)[1], action=Action.UNCHANGED)
-                for c in changes
-            ])
-            stale = stale_objects(ks.status.inventory, from_change_set(planned))
-            if stale:
-                say(f"checking {len(stale)} object(s) prune would delete")
-                deleted, prune_error = await preview_prune(reader, stale, owner=owner)
-                changes.extend(deleted)
-                if prune_error:
-                    errors.append(prune_error)
+        changes, errors = await plan_changes(
+            client=tenant, clock=clock, ks=ks, objects=objects, options=engine_options,
+            concurrency=options.concurrency, say=say,
+        )
         return Preview(subject=subject, revision=revision, changes=changes, errors=errors)
+
+
+async def plan_changes(
+    *,
+    client: KubeClient,
+    clock: Clock,
+    ks: Kustomization,
+    objects: Sequence[Object],
+    options: ApplyOptions,
+    concurrency: int = 4,
+    verified: VerifiedApplies | None = None,
+    say: ProgressSink | None = None,
+) -> tuple[list[PreviewChange], list[str]]:
+    """What applying ``objects`` (built, prepared with the owner labels) and pruning would change, through
+    a ``DryRunClient`` over ``client`` (the tenant's): the preview's changes and the dry-run errors.
+
+    The one planner: ``preview_kustomization`` shows it, the change gate (``reconcile/gate``) holds it."""
+    name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
+    reader = DryRunClient(client)
+    manager = ResourceManager(client=reader, clock=clock, concurrency=concurrency, verified=verified)
+    changes = await preview_apply(manager, objects, options)
+    errors = [c.error for c in changes if c.error]
+    if ks.spec.prune:
+        planned = ChangeSet([
+            ChangeSetEntry(ref=c.ref, version=split_api_version(c.api_version)[1], action=Action.UNCHANGED)
+            for c in changes
+        ])
+        stale = stale_objects(ks.status.inventory, from_change_set(planned))
+        if stale:
+            if say is not None:
+                say(f"checking {len(stale)} object(s) prune would delete")
+            deleted, prune_error = await preview_prune(reader, stale, owner=owner_labels(name, namespace))
+            changes.extend(deleted)
+            if prune_error:
+                errors.append(prune_error)
+    return changes, errors
 
 
 @contextlib.asynccontextmanager
