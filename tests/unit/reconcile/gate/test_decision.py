@@ -67,7 +67,8 @@ def test_decide(approval: ApprovalMode, approved: str, the_plan: Plan, windows: 
 
 
 def test_messages() -> None:
-    held = decide(GateInput(approval=MANUAL, approved="0123456789ab", plan=CHANGED, windows=None, subject="web -n apps"))
+    held = decide(GateInput(approval=MANUAL, approved="0123456789ab", plan=CHANGED, windows=None,
+                            subject="web -n apps"))
     assert held.approved is not None and held.approved.reason == "ApprovalRequired"
     assert held.approved.message.startswith(
         f"Approval required for revision main@sha1:abc: plan {CHANGED.id} (1 configured); "

@@ -7,7 +7,8 @@ from kustomize_controller.apply.preview import PreviewChange
 from kustomize_controller.reconcile.gate.plan import plan_id_in, plan_of
 
 
-def change(name: str, action: str, *, desired: str = "d1", paths: tuple[str, ...] = (), diff: str = "") -> PreviewChange:
+def change(name: str, action: str, *, desired: str = "d1", paths: tuple[str, ...] = (),
+           diff: str = "") -> PreviewChange:
     return PreviewChange(ref=ObjRef(group="", kind="ConfigMap", namespace="apps", name=name), api_version="v1",
                          action=action, desired=desired, paths=paths, diff=diff)
 
