@@ -94,6 +94,16 @@ class GotkMetrics:
             return
         self.drift.labels(KIND, name, namespace).set(objects)
 
+    def forget_absent_conditions(self, *, name: str, namespace: str, types: tuple[str, ...], present: set[str]) -> None:
+        """Remove the condition series of ``types`` no longer in the status (a gate switched off)."""
+        seen = self._conditions_seen.get((namespace, name), set())
+        for type_ in types:
+            if type_ in seen and type_ not in present:
+                seen.discard(type_)
+                for status in _STATUSES:
+                    with contextlib.suppress(KeyError):
+                        self.condition.remove(KIND, name, namespace, type_, status)
+
     def record_pending(self, *, name: str, namespace: str, reason: str | None) -> None:
         """Set the pending-plan gauge for the hold's ``reason``, or remove the series (``None``)."""
         before = self._pending.pop((namespace, name), None)

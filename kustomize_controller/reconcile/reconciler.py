@@ -50,7 +50,7 @@ from kustomize_controller.reconcile.dependencies import (
 )
 from kustomize_controller.reconcile.drift_report import DRIFT_OBJECTS_KEY
 from kustomize_controller.reconcile.finalizer import finalize
-from kustomize_controller.reconcile.gate.gate import PENDING_KEY, GateHeld
+from kustomize_controller.reconcile.gate.gate import GATE_CONDITIONS, PENDING_KEY, GateHeld
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, HealthCheckCanceledError
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import COMMIT_STATUS_KEY, COMMIT_STATUS_UPDATE, Notifier
@@ -196,6 +196,8 @@ class KustomizationReconciler:
             self._metrics.record_condition(
                 name=name, namespace=namespace, type_=condition.type, status=condition.status
             )
+        self._metrics.forget_absent_conditions(name=name, namespace=namespace, types=GATE_CONDITIONS,
+                                               present={c.type for c in ks.status.conditions})
         if ks.spec.suspend or not conditions.is_true(ks.status.conditions, READY) or ctx.extra.get(PENDING_KEY):
             return  # a held plan already said so (one event per plan)
         message = (

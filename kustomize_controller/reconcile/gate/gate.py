@@ -55,6 +55,8 @@ from kustomize_controller.runtime.clock import Clock
 _log = structlog.get_logger()
 
 READY_BEFORE_KEY = "ready_before"
+#: the conditions of the gates (removed while their gate is off)
+GATE_CONDITIONS = (APPROVED_CONDITION, SYNC_ALLOWED_CONDITION)
 PENDING_KEY = "pending_plan"  # the hold's reason, or None: nothing pending (the gauge's series removed)
 
 Planner = Callable[[], Awaitable[tuple[list[PreviewChange], list[str]]]]
@@ -142,7 +144,7 @@ class ChangeGate:
             manual_request=requested is not None and requested != ks.status.last_handled_reconcile_at,
             subject=f"{ks.metadata.name} -n {ks.metadata.namespace}",
         ))
-        previous = {t: conditions.get(ctx.conditions, t) for t in (APPROVED_CONDITION, SYNC_ALLOWED_CONDITION)}
+        previous = {t: conditions.get(ctx.conditions, t) for t in GATE_CONDITIONS}
         self._set(ctx, APPROVED_CONDITION, decision.approved)
         self._set(ctx, SYNC_ALLOWED_CONDITION, decision.sync_allowed)
         if decision.apply:
