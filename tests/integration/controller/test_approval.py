@@ -36,8 +36,8 @@ async def pending(env: ControllerEnv, revision: str, *, outdated: str = "") -> d
     return await env.wait_for("app", waiting)
 
 
-async def approve_annotation(env: ControllerEnv, plan_id: str) -> None:
-    await env.client.patch(KS_API, "Kustomization", "app", env.namespace,
+async def approve_annotation(env: ControllerEnv, plan_id: str, name: str = "app") -> None:
+    await env.client.patch(KS_API, "Kustomization", name, env.namespace,
                            {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan_id}}}, patch_type="merge")
 
 
