@@ -62,7 +62,13 @@ from kustomize_controller.reconcile.apply_options import ApplySettings, apply_op
 from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
 from kustomize_controller.reconcile.drift_mode import WarnPolicy
 from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
-from kustomize_controller.reconcile.gate.gate import ChangeGate, GateOptions, GatePlanError, remember_ready
+from kustomize_controller.reconcile.gate.gate import (
+    ChangeGate,
+    GateOptions,
+    GatePlanError,
+    rechecking_held_plan,
+    remember_ready,
+)
 from kustomize_controller.reconcile.history import upsert
 from kustomize_controller.reconcile.preview import plan_changes
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
@@ -130,7 +136,7 @@ class ApplyStep:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
         timeout = format_duration(ks.get_timeout())
         remember_ready(ctx)  # a plan held by the change gate puts Ready back as it was
-        ctx.hold_progress = reverifying(ctx)
+        ctx.hold_progress = reverifying(ctx) or rechecking_held_plan(ctx)
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
         ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
         await ctx.progress()

@@ -85,6 +85,18 @@ def remember_ready(ctx: ReconcileContext) -> None:
     ctx.extra[READY_BEFORE_KEY] = conditions.get(ctx.conditions, READY)
 
 
+def rechecking_held_plan(ctx: ReconcileContext) -> bool:
+    """True when this reconcile looks again at a revision the gate held for the current generation: like
+    re-verifying an applied revision, its progress stays in memory (Ready does not flap every interval)."""
+    status = ctx.ks.status
+    return (
+        bool(ctx.revision)
+        and status.last_attempted_revision == ctx.revision
+        and status.observed_generation == ctx.generation
+        and any(conditions.is_false(status.conditions, t) for t in GATE_CONDITIONS)
+    )
+
+
 class ChangeGate:
     """Approval and sync windows for every reconcile of one controller (module contract)."""
 
