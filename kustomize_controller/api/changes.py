@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
+from kustomize_controller.api.annotations import annotation_choice
+
 APPROVAL_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/approval"
 APPROVED_PLAN_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/approved-plan"
 SYNC_WINDOWS_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/sync-windows"
@@ -30,7 +32,6 @@ SYNC_ALLOWED_CONDITION: Final = "SyncAllowed"
 APPROVAL_REQUIRED_REASON: Final = "ApprovalRequired"
 PLAN_APPROVED_REASON: Final = "PlanApproved"
 NO_CHANGES_REASON: Final = "NoChanges"
-INVALID_APPROVAL_REASON: Final = "InvalidApprovalMode"
 #: reasons of ``SyncAllowed`` (and of its events)
 SYNC_WINDOW_OPEN_REASON: Final = "SyncWindowOpen"
 SYNC_WINDOW_CLOSED_REASON: Final = "SyncWindowClosed"
@@ -48,15 +49,8 @@ class InvalidApprovalModeError(ValueError):
 
 def approval_mode(annotations: Mapping[str, str] | None) -> ApprovalMode:
     """The mode the annotations select (``auto`` when the annotation is absent)."""
-    raw = (annotations or {}).get(APPROVAL_ANNOTATION)
-    if raw is None:
-        return ApprovalMode.AUTO
-    try:
-        return ApprovalMode(str(raw).strip().lower())
-    except ValueError:
-        raise InvalidApprovalModeError(
-            f"invalid annotation {APPROVAL_ANNOTATION}: {raw!r}, expected 'auto' or 'manual'"
-        ) from None
+    return annotation_choice(annotations, APPROVAL_ANNOTATION, ApprovalMode, default=ApprovalMode.AUTO,
+                             error=InvalidApprovalModeError)
 
 
 def approved_plan(annotations: Mapping[str, str] | None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -41,10 +42,11 @@ async def approve_annotation(env: ControllerEnv, plan_id: str, name: str = "app"
                            {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan_id}}}, patch_type="merge")
 
 
-async def run_approve(env: ControllerEnv, *argv: str) -> tuple[int, str, str]:
+async def run_approve(env: ControllerEnv, *argv: str, stdin: str = "") -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     args = ["approve", "app", "-n", env.namespace, "--kubeconfig", env.cluster.kubeconfig_path, *argv]
-    code = await asyncio.to_thread(main, args, stdout=out, stderr=err)
+    with mock.patch("sys.stdin", io.StringIO(stdin)):
+        code = await asyncio.to_thread(main, args, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -156,7 +158,11 @@ async def test_drift_is_corrected_only_after_approval(env: ControllerEnv) -> Non
     assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
     assert await mode_of(env, "a") == "hotfix"
 
-    code, out, err = await run_approve(env, "--yes")
+    code, out, err = await run_approve(env, stdin="n\n")  # asked, declined: nothing set
+    assert code == 1 and "Approve plan " in err and "not approved" in err
+    annotations = (await env.get_ks())["metadata"].get("annotations") or {}
+    assert annotations.get(APPROVED_PLAN_ANNOTATION) != plan_id_in(message)
+    code, out, err = await run_approve(env, stdin="y\n")
     assert code == 0, err
     assert f"ConfigMap/{ns}/a configured" in out and "+  mode: safe" in out
     await env.wait_for("app", lambda o: condition(o, "Approved") == ("True", "PlanApproved"))
