@@ -106,7 +106,7 @@ async def test_a_deny_window_holds_a_revision_and_drift_and_manual_sync_lets_a_r
 
 async def test_the_change_lands_when_the_window_closes(env: ControllerEnv) -> None:
     await applied(env)
-    closes = datetime.now(UTC) + timedelta(seconds=15)
+    closes = datetime.now(UTC) + timedelta(seconds=20)
     await set_windows(env, [deny_until(closes)])
     await env.wait_for("app", closed)
     second = await env.publish(files("two"))
