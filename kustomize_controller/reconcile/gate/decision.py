@@ -98,8 +98,10 @@ def decide(gate: GateInput) -> Decision:
                             approved=_no_changes(plan) if manual_mode else None)
         invalid = Verdict(False, INVALID_SYNC_WINDOW_REASON,
                           f"{invalid.message}; {plan.describe()} for revision {plan.revision} waits")
-        return Decision(apply=False, held_by=INVALID_SYNC_WINDOW_REASON, sync_allowed=invalid,
-                        approved=_pending(gate) if manual_mode and gate.approved != plan.id else None)
+        approval = None
+        if manual_mode:
+            approval = _approved(plan) if gate.approved == plan.id else _pending(gate)
+        return Decision(apply=False, held_by=INVALID_SYNC_WINDOW_REASON, sync_allowed=invalid, approved=approval)
     windows = gate.windows
     if plan.empty:
         return Decision(apply=True, approved=_no_changes(plan) if manual_mode else None,
@@ -109,8 +111,7 @@ def decide(gate: GateInput) -> Decision:
         return Decision(apply=False, held_by=APPROVAL_REQUIRED_REASON, approved=_pending(gate),
                         sync_allowed=window_verdict(windows) if windows is not None else None,
                         opens_at=windows.opens_at if windows is not None and not windows.allowed else None)
-    approved = (Verdict(True, PLAN_APPROVED_REASON, f"Plan {plan.id} approved for revision {plan.revision}")
-                if approved_now else None)
+    approved = _approved(plan) if approved_now else None
     if windows is None or windows.allowed:
         return Decision(apply=True, approved=approved,
                         sync_allowed=window_verdict(windows) if windows is not None else None)
@@ -119,6 +120,10 @@ def decide(gate: GateInput) -> Decision:
         return Decision(apply=True, approved=approved, sync_allowed=window_verdict(windows, manual_passed=True))
     return Decision(apply=False, held_by=SYNC_WINDOW_CLOSED_REASON, approved=approved,
                     sync_allowed=window_verdict(windows, waiting=plan), opens_at=windows.opens_at)
+
+
+def _approved(plan: Plan) -> Verdict:
+    return Verdict(True, PLAN_APPROVED_REASON, f"Plan {plan.id} approved for revision {plan.revision}")
 
 
 def _no_changes(plan: Plan) -> Verdict:

@@ -96,5 +96,7 @@ def test_invalid_windows_hold_every_change_even_a_manual_request() -> None:
                                     windows_error="sync window x[0]: unknown time zone 'Mars'", manual_request=True))
         assert not decision.apply and decision.held_by == "InvalidSyncWindow"
         assert decision.sync_allowed is not None and "unknown time zone 'Mars'" in decision.sync_allowed.message
+        if approval is MANUAL:  # the approval stands; the windows hold it
+            assert decision.approved is not None and decision.approved.reason == "PlanApproved"
     nothing = decide(GateInput(approval=AUTO, approved="", plan=EMPTY, windows=None, windows_error="bad"))
     assert nothing.apply and nothing.sync_allowed is not None and nothing.sync_allowed.reason == "InvalidSyncWindow"
