@@ -45,7 +45,7 @@ from kustomize_controller.apply.preview import PreviewChange
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.context import READY, RECONCILING, ReconcileContext
-from kustomize_controller.reconcile.gate.decision import Decision, GateInput, Verdict, decide
+from kustomize_controller.reconcile.gate.decision import Decision, GateInput, Verdict, decide, window_verdict
 from kustomize_controller.reconcile.gate.fleet import FleetWindows
 from kustomize_controller.reconcile.gate.plan import plan_id_in, plan_of
 from kustomize_controller.reconcile.gate.windows import InvalidSyncWindowError, SyncWindow, evaluate, parse_windows
@@ -139,8 +139,7 @@ class ChangeGate:
                 return
         state = evaluate(windows, self._clock.now()) if windows else None
         if mode is ApprovalMode.AUTO and not error and state is not None and state.allowed:
-            self._set(ctx, SYNC_ALLOWED_CONDITION, decide(GateInput(
-                approval=mode, approved="", plan=plan_of(ctx.revision, ()), windows=state)).sync_allowed)
+            self._set(ctx, SYNC_ALLOWED_CONDITION, window_verdict(state))  # nothing to hold: no plan needed
             return
         changes, errors = await plan()
         if errors:
