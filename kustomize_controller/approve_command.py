@@ -15,8 +15,8 @@ When the controller's pending plan (the ``Approved`` condition) names another id
 are printed: the controller has not planned the current state yet (it will on the annotation's event).
 
 Exit status: 0 approved (or nothing to approve), 1 not confirmed, 2 an error (the Kustomization does
-not have ``approval: manual``, the preview failed, or any object's dry-run failed: a plan that cannot
-be computed is not approved).
+not have ``approval: manual`` — checked before anything is fetched or built —, the preview failed, or
+any object's dry-run failed: a plan that cannot be computed is not approved).
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ from kustomize_controller.api.changes import (
     InvalidApprovalModeError,
     approval_mode,
 )
-from kustomize_controller.api.kustomization import API_VERSION, KIND, parse_kustomization
+from kustomize_controller.api.kustomization import (
+    API_VERSION,
+    KIND,
+    InvalidKustomizationError,
+    Kustomization,
+    parse_kustomization,
+)
 from kustomize_controller.diff_command import EXIT_ERROR, configure_connection, render_text, run_preview, say_plan
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError
@@ -63,41 +69,45 @@ def _confirm(question: str, err: TextIO, stdin: TextIO) -> bool:
 
 def main(args: argparse.Namespace, out: TextIO, err: TextIO, *, stdin: TextIO | None = None) -> int:
     outcome: list[int] = []
+    subject = f"{KIND}/{args.namespace}/{args.name}"
+    seen: list[Kustomization] = []
+
+    async def check(client: KubeClient) -> None:
+        """Before any build: the Kustomization waits for approvals."""
+        try:
+            ks = parse_kustomization(await client.get(API_VERSION, KIND, args.name, args.namespace))
+            if approval_mode(ks.metadata.annotations) is not ApprovalMode.MANUAL:
+                raise ApproveError(f"{subject} does not wait for approvals (annotation {APPROVAL_ANNOTATION}: manual)")
+        except (InvalidApprovalModeError, InvalidKustomizationError) as exc:
+            raise ApproveError(f"{subject}: {exc}") from exc
+        seen.append(ks)
 
     async def approve(client: KubeClient, preview: Preview) -> None:
-        obj = await client.get(API_VERSION, KIND, args.name, args.namespace)
-        ks = parse_kustomization(obj)
-        try:
-            if approval_mode(ks.metadata.annotations) is not ApprovalMode.MANUAL:
-                raise ApproveError(f"{preview.subject} does not wait for approvals "
-                                   f"(annotation {APPROVAL_ANNOTATION}: manual)")
-        except InvalidApprovalModeError as exc:
-            raise ApproveError(f"{preview.subject}: {exc}") from exc
         out.write(render_text(preview, verbose=args.verbose))
         say_plan(preview, err)
         if preview.errors:
-            raise ApproveError(f"{preview.subject}: the plan cannot be computed: " + "; ".join(preview.errors))
+            raise ApproveError(f"{subject}: the plan cannot be computed: " + "; ".join(preview.errors))
         plan = preview.plan
         if plan.empty:
-            print(f"{preview.subject}: nothing to approve, revision {preview.revision} is applied", file=out)
+            print(f"{subject}: nothing to approve, revision {preview.revision} is applied", file=out)
             outcome.append(EXIT_APPROVED)
             return
-        pending = conditions.get(ks.status.conditions, APPROVED_CONDITION)
+        pending = conditions.get(seen[0].status.conditions, APPROVED_CONDITION)
         pending_id = plan_id_in(pending.message) if pending is not None and pending.status == "False" else ""
         if pending_id and pending_id != plan.id:
             print(f"► the controller's pending plan is {pending_id}; the cluster or the source changed since it "
                   f"planned, this approves {plan.id} as shown", file=err)
-        if not args.yes and not _confirm(f"Approve {plan.describe()} of {preview.subject}?", err, stdin or sys.stdin):
+        if not args.yes and not _confirm(f"Approve {plan.describe()} of {subject}?", err, stdin or sys.stdin):
             print("not approved", file=err)
             outcome.append(EXIT_DECLINED)
             return
         await client.patch(API_VERSION, KIND, args.name, args.namespace,
                            {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan.id}}}, patch_type="merge")
-        print(f"{preview.subject}: approved {plan.describe()} for revision {preview.revision}", file=out)
+        print(f"{subject}: approved {plan.describe()} for revision {preview.revision}", file=out)
         outcome.append(EXIT_APPROVED)
 
     try:
-        asyncio.run(run_preview(args, err, as_applied=True, then=approve))
+        asyncio.run(run_preview(args, err, as_applied=True, first=check, then=approve))
     except (ApproveError, PreviewError, KubeError, FlagError, OSError, ValueError) as exc:
         print("error: " + " ".join(str(exc).split()), file=err)
         return EXIT_ERROR

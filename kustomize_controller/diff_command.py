@@ -149,9 +149,11 @@ async def run_preview(
     err: TextIO,
     *,
     as_applied: bool = False,
+    first: Callable[[KubeClient], Awaitable[None]] | None = None,
     then: Callable[[KubeClient, Preview], Awaitable[None]] | None = None,
 ) -> Preview:
-    """The preview the flags of ``configure_connection`` describe; ``then`` runs with the same client."""
+    """The preview the flags of ``configure_connection`` describe; ``first`` and ``then`` run before and after
+    it with the same client."""
     gates = FeatureGates.parse(args.feature_gates)
     clock = RealClock()
     config = await load_config(kubeconfig=args.kubeconfig or None)
@@ -161,6 +163,8 @@ async def run_preview(
         print(f"► {message}", file=err, flush=True)
 
     async with KubeClient(config=config) as client, aiohttp.ClientSession() as session:
+        if first is not None:
+            await first(client)
         pipeline = BuildPipeline(
             builder=KustomizeBuilder(command=command, clock=clock),
             workspace=Workspace(),
