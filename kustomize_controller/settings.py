@@ -142,6 +142,7 @@ class Settings:
     concurrent_health_checks: int = 32
     runtime_namespace: str = ""
     progress_status_delay: timedelta = timedelta(seconds=2)
+    sync_windows_configmap: str = ""  # NAMESPACE/NAME of the fleet-wide sync windows (change management)
     # Conversion webhook of the old Kustomization versions (issue 18; ":9443" as controller-runtime's).
     webhook_addr: str = ":9443"
     webhook_url: str = ""
@@ -315,6 +316,9 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
           "The number of health checks that wait without holding one of the --concurrent workers; "
           "beyond it a health check holds its worker, as upstream (ours)."),
+    _Flag("sync-windows-configmap", "sync_windows_configmap", "str",
+          "NAMESPACE/NAME of a ConfigMap whose data.windows lists fleet-wide sync windows (allow/deny, "
+          "cron, duration, time zone) selecting Kustomizations by namespace, name and labels (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
@@ -387,6 +391,10 @@ def validate(settings: Settings) -> None:
         raise FlagError("--concurrent-ssa must be at least 1")
     if settings.concurrent_health_checks < 0:
         raise FlagError("--concurrent-health-checks must not be negative")
+    if settings.sync_windows_configmap:
+        namespace, sep, name = settings.sync_windows_configmap.partition("/")
+        if not (sep and namespace and name) or "/" in name:
+            raise FlagError(f"--sync-windows-configmap {settings.sync_windows_configmap!r}: expected NAMESPACE/NAME")
     if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity"):
         for flag_name, value in (
             ("default-decryption-service-account", settings.default_decryption_service_account),

@@ -48,6 +48,8 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.gate.fleet import parse_configmap_ref
+from kustomize_controller.reconcile.gate.gate import GateOptions
 from kustomize_controller.reconcile.interrupt import EnqueueHooks
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -315,6 +317,8 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
                 remote_clients=RemoteClients(qps=settings.kube_api_qps, burst=settings.kube_api_burst, clock=clock),
             ),
             sops_age_secret=sops_age_secret,
+            gate=GateOptions(sync_windows_configmap=parse_configmap_ref(settings.sync_windows_configmap)
+                             if settings.sync_windows_configmap else None),
         ),
     )
 
