@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kustomize_controller.api.crdgen import CONVERSION_SERVICE as SERVICE_NAME
+from kustomize_controller.conversion.crd import service_reference
 from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.settings import replace
@@ -95,7 +97,7 @@ async def test_a_restarted_controller_reuses_the_certificate_and_repairs_the_crd
     assert second["url"] != "https://127.0.0.1:1/convert"
 
 
-async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_crd_alone(
+async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_ca_bundle_alone(
         env: ControllerEnv, tmp_path: Any) -> None:
     from kustomize_controller.conversion.certs import renew
     from kustomize_controller.runtime.clock import RealClock
@@ -121,8 +123,15 @@ async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_crd
     else:
         raise AssertionError("the webhook did not answer with the certificate of --webhook-cert-dir")
     assert status == 200 and answer["response"]["result"]["status"] == "Success"
-    after = await env.client.get(*CRD)
-    assert after["spec"].get("conversion") == before["spec"].get("conversion")
+    # it points the CRD at its Service, and leaves caBundle to cert-manager's CA injector
+    for _ in range(300):
+        after = await env.client.get(*CRD)
+        if after["spec"].get("conversion", {}).get("strategy") == "Webhook":
+            break
+        await asyncio.sleep(0.1)
+    assert "conversion" not in before["spec"] or before["spec"]["conversion"].get("strategy") != "Webhook"
+    assert after["spec"]["conversion"]["webhook"]["clientConfig"] == {
+        "service": service_reference(SERVICE_NAME, env.namespace)}
     with pytest.raises(NotFoundError):
         await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
 
