@@ -35,8 +35,14 @@ SERVICE = service_reference("kustomize-controller-webhook", "kustomize-system")
 
 @pytest.fixture
 async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
+    """A client; the CRD's conversion is put back as it was afterwards (a real cluster shares the CRD)."""
     async with KubeClient(config=await load_kubeconfig(cluster.kubeconfig_path), qps=-1, burst=-1) as kube:
-        yield kube
+        before = (await get_crd(kube))["spec"].get("conversion") or {"strategy": "None"}
+        try:
+            yield kube
+        finally:
+            await kube.patch("apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME, None,
+                             [{"op": "add", "path": "/spec/conversion", "value": before}], patch_type="json")
 
 
 async def kubectl_apply(cluster: ClusterHandle, *args: str, check: bool = True) -> tuple[int, str]:
