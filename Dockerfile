@@ -21,8 +21,8 @@ RUN PIP_NO_CACHE_DIR=1 python scripts/install_image.py all /src /opt/venv
 
 FROM ${PYTHON_IMAGE}
 # gpg, gpg-agent (and gpgconf): OpenPGP keys for SOPS decryption; not the gnupg metapackage, whose
-# dirmngr, gpgsm and web-key tools the controller never runs. The uid and gid
-# are the manifests' runAsUser (65532); HOME is the writable /tmp the manifests mount.
+# dirmngr, gpgsm and web-key tools the controller never runs. apt's lists and caches go in the same
+# layer. The uid and gid are the manifests' runAsUser (65532); HOME is the writable /tmp they mount.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gpg gpg-agent \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
