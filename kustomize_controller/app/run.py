@@ -345,6 +345,8 @@ def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, 
         namespace=runtime_namespace, service_name=settings.webhook_service),
         leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
     manager.add_runnable("conversion-webhook", webhook.run)
+    if settings.enable_leader_election:
+        manager.add_runnable("conversion-webhook-leader", webhook.leading_started, needs_leader=True)
     return webhook
 
 

@@ -8,7 +8,8 @@ Contract:
 - ``run()`` binds ``--webhook-addr``, then every ``refresh`` seconds (and at once) points the CRD's
   conversion at us (``crd.py``, which owns ``spec.conversion``): ``url`` when ``--webhook-url`` is
   set (``auto`` meaning the address we are bound to; written by the leader only, while every replica
-  serves), else ``service``: ``--webhook-service`` in the runtime namespace. With
+  serves; a replica that becomes leader does so at once, ``leading_started``), else ``service``:
+  ``--webhook-service`` in the runtime namespace. With
   ``--webhook-cert-dir`` it (re)loads ``tls.crt``/``tls.key`` from that directory (cert-manager renews
   them there; its CA injector fills the CRD's ``caBundle``); otherwise it ensures the shared
   certificate Secret (``secret.py``: created, rotated), serves its certificate and writes its CA into
@@ -46,7 +47,7 @@ from kustomize_controller.conversion.review import BadReview, review
 from kustomize_controller.conversion.secret import ensure_certificate
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.clock import Clock, sleep_unless
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.manager import parse_bind_address
 
@@ -86,6 +87,7 @@ class ConversionWebhook:
         self._last_error = ""
         self.url = ""  # where the API server is told to call (set once bound)
         self.ready = asyncio.Event()
+        self._wake = asyncio.Event()  # refresh now, not at the next period (``leading_started``)
 
     async def run(self) -> None:
         bind = parse_bind_address(self._options.addr)
@@ -106,11 +108,18 @@ class ConversionWebhook:
             self.url = url
             _log.info("serving", endpoint="conversion-webhook", address=f"{host}:{port}", url=url or None)
             while True:
+                self._wake.clear()
                 await self._refresh_logged()
-                await self._clock.sleep(self._options.refresh)
+                await sleep_unless(self._clock, self._options.refresh, self._wake)
         finally:
             await runner.cleanup()
             shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def leading_started(self) -> None:
+        """A manager runnable that needs leadership: with ``--webhook-url``, a replica that has just become
+        leader points the CRD at itself now, not at its next refresh (up to ``refresh`` later)."""
+        if self._options.url:
+            self._wake.set()
 
     async def _refresh_logged(self) -> None:
         try:

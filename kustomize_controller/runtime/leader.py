@@ -45,7 +45,7 @@ from typing import Any
 
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.clock import Clock, sleep_unless
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 
@@ -232,23 +232,13 @@ class LeaderElector:
                     return
                 if self.observed_holder:
                     self._log.debug("lease is held by another candidate", holder=self.observed_holder)
-                await self._retry_wait(released)
+                # a jittered retry period, cut short when the Lease is released
+                await sleep_unless(self._clock,
+                                   self.config.retry_period * (1 + self._rng.random() * (JITTER_FACTOR - 1)), released)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-
-    async def _retry_wait(self, released: asyncio.Event) -> None:
-        """A jittered retry period, cut short when the Lease is released."""
-        sleep = asyncio.ensure_future(
-            self._clock.sleep(self.config.retry_period * (1 + self._rng.random() * (JITTER_FACTOR - 1))))
-        wake = asyncio.ensure_future(released.wait())
-        try:
-            await asyncio.wait((sleep, wake), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleep, wake):
-                task.cancel()
-            await asyncio.gather(sleep, wake, return_exceptions=True)
 
     async def _watch_release(self, released: asyncio.Event) -> None:
         """Set ``released`` whenever the Lease is seen without a holder or deleted; runs until cancelled."""

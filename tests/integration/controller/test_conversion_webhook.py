@@ -187,7 +187,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: ControllerEnv) -> None:
+async def test_a_standby_serves_leaves_the_crd_url_to_the_leader_and_takes_it_when_leading(env: ControllerEnv) -> None:
     from tests.integration.controller.test_leader_election import Instance
 
     env.cluster.require_server()
@@ -213,6 +213,10 @@ async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: Contro
             raise AssertionError("the standby's webhook never answered")
         await asyncio.sleep(0.5)  # the rest of that refresh: it would have patched the CRD by now
         assert (await webhook_config(env))["url"] == config["url"]
+        # the leader stops (releasing the Lease): the stand-by leads and points the CRD at itself at
+        # once, not at its next refresh a minute later (webhook_config waits 30 s at most)
+        await leader.stop()
+        assert (await webhook_config(env, not_url=config["url"]))["url"] == standby_config["url"]
     finally:
         await standby.stop()
         await leader.stop()
