@@ -18,11 +18,12 @@ Contract:
   url mode) and only repairs the rest. ``None`` when the CRD already says exactly that, when there is
   nothing to point at, or when the CRD serves v1 alone (upstream's: nothing to convert, and we leave
   a CRD we did not ship alone).
-- ``ensure_crd`` PATCHes the CRD as just read (guarded by its resourceVersion) when needed, as field
-  manager ``FIELD_MANAGER`` with a merge patch: an Update, which removes the other member whoever
-  applied it. The name must not start with ``kustomize-controller`` or ``kubectl``: Flux (and our
-  apply) take over such managers' Update fields when a Kustomization applies this CRD, and would then
-  drop them at its next apply.
+- ``ensure_crd`` PATCHes the CRD as just read when needed, as field manager ``FIELD_MANAGER``, with a
+  merge patch (an Update, which removes the other member whoever applied it), then server-side
+  applies the result once under the same manager so that we co-own it (``claimed``): an applier that
+  stops declaring those fields cannot remove them. The name must not start with
+  ``kustomize-controller`` or ``kubectl``: Flux (and our apply) take over such managers' Update
+  fields when a Kustomization applies this CRD, and would then drop them at its next apply.
 - ``service_reference``/``service_hosts``: the in-cluster target and the DNS names its certificate needs.
 
 Not promised: the ``v1beta1`` ConversionReview (kube-apiserver has sent v1 since 1.16 when asked).
@@ -36,7 +37,7 @@ from typing import Any, Final
 from kustomize_controller.api.crdgen import CONVERSION_PATH, CRD_NAME
 from kustomize_controller.kube.client import KubeClient
 
-__all__ = ["FIELD_MANAGER", "conversion_patch", "ensure_crd", "service_hosts", "service_reference"]
+__all__ = ["FIELD_MANAGER", "claimed", "conversion_patch", "ensure_crd", "service_hosts", "service_reference"]
 
 _CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
 #: the field manager of the controller's writes to the CRD's ``spec.conversion`` (see the module doc)
@@ -90,16 +91,60 @@ async def get_crd(client: KubeClient) -> dict[str, Any]:
     return await client.get(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME)
 
 
+def claimed(crd: dict[str, Any], *, with_ca_bundle: bool) -> bool:
+    """Whether ``FIELD_MANAGER`` applied (co-owns) the conversion as it is: strategy, review versions, the
+    url or service there, and ``caBundle`` unless cert-manager keeps it."""
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    wanted = {"f:strategy", "f:webhook.f:conversionReviewVersions"}
+    wanted |= {f"f:webhook.f:clientConfig.f:{key}" for key in _TARGETS if key in config}
+    if with_ca_bundle:
+        wanted.add("f:webhook.f:clientConfig.f:caBundle")
+    for entry in (crd.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply":
+            owned = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:conversion") or {}
+            return wanted <= set(_paths(owned))
+    return False
+
+
+def _paths(fields: dict[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, sub in fields.items():
+        if key.startswith("f:"):
+            paths.append(prefix + key)
+            paths += _paths(sub or {}, prefix + key + ".")
+    return paths
+
+
 async def ensure_crd(client: KubeClient, *, crd: dict[str, Any], ca_bundle: bytes | None,
                      target: dict[str, Any] | None) -> bool:
-    """Patch ``crd`` (as just read) if its conversion is not what it should be; True when patched."""
+    """Make ``crd``'s (as just read) conversion what it should be, owned by us; True when written.
+
+    Two writes, each guarded by the resourceVersion (a conflict fails rather than overwrites a CRD
+    changed since it was read): the merge patch that changes the conversion (and removes the other of
+    url and service, whoever applied it), then, unless done before, a server-side apply of the result
+    under ``FIELD_MANAGER``. That apply makes us a co-owner of every field we wrote, so an applier that
+    declared them once (the manifests did, before this module owned the conversion) and stops declaring
+    them releases nothing that would break the CRD.
+    """
     patch = conversion_patch(crd, ca_bundle=ca_bundle, target=target)
-    if patch is None:
-        return False
-    # the resourceVersion makes the patch fail rather than overwrite a CRD changed since the GET
-    patch["metadata"] = {"resourceVersion": crd["metadata"]["resourceVersion"]}
-    await client.patch(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME, None, patch, patch_type="merge",
-                       field_manager=FIELD_MANAGER)
+    if patch is not None:
+        patch["metadata"] = {"resourceVersion": crd["metadata"]["resourceVersion"]}
+        crd = await client.patch(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME, None, patch,
+                                 patch_type="merge", field_manager=FIELD_MANAGER)
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") != "Webhook" or claimed(crd, with_ca_bundle=ca_bundle is not None):
+        return patch is not None
+    webhook = conversion.get("webhook") or {}
+    config = webhook.get("clientConfig") or {}
+    keys = (*_TARGETS, "caBundle") if ca_bundle is not None else _TARGETS
+    await client.apply({
+        "apiVersion": _CRD_API_VERSION, "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "resourceVersion": crd["metadata"]["resourceVersion"]},
+        "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": webhook.get("conversionReviewVersions") or ["v1"],
+            "clientConfig": {key: config[key] for key in keys if key in config}}}},
+    }, field_manager=FIELD_MANAGER, force=True)
     return True
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kustomize_controller.api.crdgen import CRD_NAME
+from kustomize_controller.api.crdgen import CRD_NAME, build_crd
 from kustomize_controller.conversion.crd import FIELD_MANAGER, ensure_crd, get_crd, service_reference
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
@@ -114,3 +114,20 @@ async def test_a_crd_declaring_the_service_cannot_be_applied_over_the_controller
         assert "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required" \
             in out, out
     assert (await client_config(client))["url"] == URL  # refused whole: nothing changed
+
+
+async def test_the_crd_of_the_earlier_manifests_upgrades_without_losing_the_conversion(
+        cluster: ClusterHandle, client: KubeClient, tmp_path: Path) -> None:
+    """The manifests once declared the conversion with ``service``: their applier owned it. Once the
+    controller has run, applying today's CRD (which declares none) releases those fields, and they stay,
+    because the controller co-owns them."""
+    earlier = build_crd()
+    earlier["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": {"service": SERVICE}}}
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(earlier))
+    await kubectl_apply(cluster, "--force-conflicts", "-f", str(path))
+    await controller_writes(client, {"service": SERVICE})  # caBundle, and the claim
+    await reapply_manifests(cluster)
+    config = await client_config(client)
+    assert config == {"service": SERVICE, "caBundle": base64.b64encode(b"CA").decode()}

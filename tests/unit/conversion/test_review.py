@@ -127,3 +127,23 @@ def test_the_url_host_goes_into_the_certificate(url: str, host: str) -> None:
 
 def test_default_url_brackets_ipv6() -> None:
     assert default_url("::1", 9443) == "https://[::1]:9443/convert"
+
+
+def test_claimed_means_our_apply_entry_covers_the_conversion_as_it_is() -> None:
+    from kustomize_controller.conversion.crd import claimed
+
+    crd = build_crd()
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": {"service": SERVICE, "caBundle": "Q0E="}}}
+    owned = {"f:strategy": {}, "f:webhook": {"f:conversionReviewVersions": {}, "f:clientConfig": {
+        "f:service": {"f:name": {}, "f:namespace": {}}}}}
+    entry = {"manager": FIELD_MANAGER, "operation": "Apply", "fieldsV1": {"f:spec": {"f:conversion": owned}}}
+    crd["metadata"]["managedFields"] = [entry]
+    assert claimed(crd, with_ca_bundle=False)  # cert-manager keeps caBundle
+    assert not claimed(crd, with_ca_bundle=True)
+    owned["f:webhook"]["f:clientConfig"]["f:caBundle"] = {}
+    assert claimed(crd, with_ca_bundle=True)
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {"url": "https://x/convert"}  # switched since
+    assert not claimed(crd, with_ca_bundle=False)
+    crd["metadata"]["managedFields"] = [{**entry, "operation": "Update"}]  # a merge patch owns what it changed
+    assert not claimed(crd, with_ca_bundle=False)
