@@ -8,7 +8,7 @@ installed from source with the index at hand (as ``ruamel.yaml.clibz`` once brok
 fails here.
 
 It needs the package index (or pip's cache) to build the wheels, so it is marked ``image``:
-``pytest -m "not image"`` leaves it out. About 35 s with pip's cache warm (2 cores).
+``pytest -m "not image"`` leaves it out. About 40 s with pip's cache warm (2 cores, quiet), 70–120 s under heavy load.
 """
 
 from __future__ import annotations
