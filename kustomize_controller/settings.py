@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from kustomize_controller.api.crdgen import CONVERSION_SERVICE
 from kustomize_controller.api.duration import parse_duration
 
 # Feature gates with their defaults (upstream internal/features/features.go is authoritative).
@@ -147,6 +148,7 @@ class Settings:
     webhook_addr: str = ":9443"
     webhook_url: str = ""
     webhook_cert_dir: str = ""
+    webhook_service: str = CONVERSION_SERVICE
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
         """``--custom-apply-stage-kinds`` as (group, kind) pairs; ``Kind`` alone means the core group."""
@@ -312,7 +314,10 @@ FLAGS: tuple[_Flag, ...] = (
           "(out of cluster); 'auto' is https://<bound address>/convert (ours)."),
     _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
           "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
-          "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
+          "with; the controller then issues no certificate and leaves the CRD's caBundle to cert-manager (ours)."),
+    _Flag("webhook-service", "webhook_service", "str",
+          "The Service (in the runtime namespace) in front of the conversion webhook, which the controller "
+          "writes into the CRD's conversion when --webhook-url is not set (ours)."),
     _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
           "The number of health checks that wait without holding one of the --concurrent workers; "
           "beyond it a health check holds its worker, as upstream (ours)."),

@@ -346,9 +346,11 @@ def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, 
         return None
     webhook = ConversionWebhook(client=client, clock=clock, options=WebhookOptions(
         addr=settings.webhook_addr, url=settings.webhook_url, cert_dir=settings.webhook_cert_dir,
-        namespace=runtime_namespace),
+        namespace=runtime_namespace, service_name=settings.webhook_service),
         leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
     manager.add_runnable("conversion-webhook", webhook.run)
+    if settings.enable_leader_election:
+        manager.add_runnable("conversion-webhook-leader", webhook.leading_started, needs_leader=True)
     return webhook
 
 
