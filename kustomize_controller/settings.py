@@ -400,15 +400,13 @@ def validate(settings: Settings) -> None:
         namespace, sep, name = settings.sync_windows_configmap.partition("/")
         if not (sep and namespace and name) or "/" in name:
             raise FlagError(f"--sync-windows-configmap {settings.sync_windows_configmap!r}: expected NAMESPACE/NAME")
-    if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity"):
-        for flag_name, value in (
-            ("default-decryption-service-account", settings.default_decryption_service_account),
-            ("default-kubeconfig-service-account", settings.default_kubeconfig_service_account),
-        ):
-            if value:
-                raise FlagError(
-                    f"--{flag_name} requires the feature gate ObjectLevelWorkloadIdentity to be enabled"
-                )
+    if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity") and (
+        settings.default_decryption_service_account or settings.default_kubeconfig_service_account
+    ):
+        # fluxcd/pkg auth.ErrInconsistentObjectLevelConfiguration, upstream's exact text
+        raise FlagError(
+            "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
+        )
     lease = settings.leader_election_lease_duration
     renew = settings.leader_election_renew_deadline
     retry = settings.leader_election_retry_period
