@@ -6,7 +6,7 @@ Contract:
   basename runs ``kubectl kustomize``, anything else ``kustomize build``); else the builder installed
   with the package — ``kustomize`` >= v5, then ``kubectl`` >= 1.27, in the directory of the Python
   interpreter or of the console script (:func:`installed_builder_dirs`: the virtualenv's ``bin``,
-  the image's ``/usr/local/bin``), whatever ``PATH`` says; else ``kustomize`` >= v5 on ``PATH``; else
+  the image's ``/opt/venv/bin``), whatever ``PATH`` says; else ``kustomize`` >= v5 on ``PATH``; else
   ``kubectl`` >= 1.27 on ``PATH``. Missing or too old → :class:`BuilderUnavailableError` with a
   message saying what was found and what is needed. :attr:`BuilderCommand.source` says which rule
   chose it and :attr:`BuilderCommand.pinned` whether it is the kustomize upstream pins
@@ -293,7 +293,7 @@ def _resolve_binary(binary: str) -> str:
 
 def installed_builder_dirs() -> list[str]:
     """Where the builder installed with the package lives: the directory of the Python interpreter
-    (a virtualenv's ``bin``, where ``make builder`` puts it; the image's ``/usr/local/bin``) and of the
+    (a virtualenv's ``bin``, where ``make builder`` puts it; the image's ``/opt/venv/bin``) and of the
     console script being run, symbolic links not followed (a virtualenv's ``python`` links to the
     system's)."""
     dirs: list[str] = []
