@@ -321,7 +321,8 @@ def _strip(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
-    return _shared_keys(obj)
+    shared: Obj = _shared_keys(obj)
+    return shared
 
 
 def _shared_keys(value: Any) -> Any:
