@@ -4,7 +4,9 @@ Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
 Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
-(issue 23). ``--quick`` is a few-minute smoke run.
+(issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios scale`` (issue 27),
+1,000 to 10,000 Kustomizations in one process and in 4 shards (``--scale-sizes``, ``--scale-shards``;
+bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
