@@ -250,7 +250,12 @@ def scale_rows(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str
         for label, suffix in _SCALE_COLUMNS:
             a = _median(table, ("scale", low), f"{layout}.{suffix}")
             b = _median(table, ("scale", high), f"{layout}.{suffix}")
-            if a is None or b is None or not a:
+            if a is None or b is None or not a or suffix == "cold_ms_per_ks":
+                continue
+            if suffix == "peak_rss_mib":  # a fixed base plus a slope: give the slope and where it leads
+                slope = (b - a) / (high - low)
+                lines.append(f"- {label}: {_fmt(a)} → {_fmt(b)}, {_fmt(slope * 1024)} KiB per added Kustomization; "
+                             f"{_fmt(b + slope * (10000 - high))} MiB at 10,000 on that slope")
                 continue
             per_ks = "/Ks" in label
             ratio = b / a if per_ks else (b / high) / (a / low)

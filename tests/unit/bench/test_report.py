@@ -398,4 +398,5 @@ def test_scale_rows_give_a_row_per_layout_and_the_growth_per_kustomization() -> 
     text = "\n".join(lines)
     assert "cold start (s) per Kustomization: 60.0 → 66.0 (ms), ×1.10" in text
     assert "controller CPU ms/Ks (cold): 30.0 → 30.0, ×1.00" in text
+    assert "peak RSS MiB (largest process): 120 → 300, 20.5 KiB per added Kustomization; 300 MiB at 10,000" in text
     assert report.scale_rows(report._collect([])) == []
