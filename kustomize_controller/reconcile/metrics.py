@@ -8,6 +8,9 @@
   written, 1 for the current one and 0 for the others.
 - ``gotk_drift_objects{kind,name,namespace}``: number of objects left drifted by the last reconcile
   of a Kustomization in ``drift-detection: warn`` mode (docs/drift.md); no series in ``enabled`` mode.
+- ``gotk_plan_pending{kind,name,namespace,reason}``: 1 while a Kustomization's plan is held by the
+  change gate (``reason``: ``ApprovalRequired``, ``SyncWindowClosed``, ``InvalidSyncWindow``;
+  docs/change-management.md); no series when nothing waits. ``sum()`` is the number of pending plans.
 - Every series of an object is removed when the object is deleted (finalizer removed or gone).
 
 Memory: one collector holds every object's state in plain dicts (a histogram is a short list of
@@ -37,11 +40,13 @@ _DURATION = "gotk_reconcile_duration_seconds"
 _CONDITION = "gotk_reconcile_condition"
 _SUSPEND = "gotk_suspend_status"
 _DRIFT = "gotk_drift_objects"
+_PENDING = "gotk_plan_pending"
 _HELP = {
     _DURATION: "The duration in seconds of a GitOps Toolkit resource reconciliation.",
     _CONDITION: "The current condition status of a GitOps Toolkit resource reconciliation.",
     _SUSPEND: "The current suspend status of a GitOps Toolkit resource.",
     _DRIFT: "The number of objects drifted from the applied revision and not corrected (drift-detection: warn).",
+    _PENDING: "1 while a plan of changes waits for an approval or a sync window, by the reason it waits.",
 }
 
 Key = tuple[str, str]  # (namespace, name)
@@ -64,6 +69,7 @@ class GotkMetrics:
         self._conditions: dict[Key, dict[str, str]] = {}  # type -> current status
         self._suspended: dict[Key, float] = {}
         self._drift: dict[Key, float] = {}
+        self._pending: dict[Key, str] = {}  # the reason a plan waits
         registry.register(self)
 
     # ------------------------------------------------------------------------------------- writes
@@ -97,17 +103,35 @@ class GotkMetrics:
                 return
             self._drift[key] = float(objects)
 
+    def forget_absent_conditions(self, *, name: str, namespace: str, types: tuple[str, ...], present: set[str]) -> None:
+        """Remove the condition series of ``types`` no longer in the status (a gate switched off)."""
+        with self._lock:
+            conditions = self._conditions.get((namespace, name))
+            if conditions is not None:
+                for type_ in types:
+                    if type_ not in present:
+                        conditions.pop(type_, None)
+
+    def record_pending(self, *, name: str, namespace: str, reason: str | None) -> None:
+        """Set the pending-plan gauge for the hold's ``reason``, or remove the series (``None``)."""
+        with self._lock:
+            if reason:
+                self._pending[(namespace, name)] = reason
+            else:
+                self._pending.pop((namespace, name), None)
+
     def delete(self, *, name: str, namespace: str) -> None:
         key = (namespace, name)
         with self._lock:
-            for table in (self._durations, self._conditions, self._suspended, self._drift):
+            for table in (self._durations, self._conditions, self._suspended, self._drift, self._pending):
                 table.pop(key, None)
 
     # ------------------------------------------------------------------------------ the collector
 
     def describe(self) -> list[Metric]:
         return [Metric(_DURATION, _HELP[_DURATION], "histogram"), Metric(_CONDITION, _HELP[_CONDITION], "gauge"),
-                Metric(_SUSPEND, _HELP[_SUSPEND], "gauge"), Metric(_DRIFT, _HELP[_DRIFT], "gauge")]
+                Metric(_SUSPEND, _HELP[_SUSPEND], "gauge"), Metric(_DRIFT, _HELP[_DRIFT], "gauge"),
+                Metric(_PENDING, _HELP[_PENDING], "gauge")]
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -115,6 +139,7 @@ class GotkMetrics:
             conditions = [(key, list(types.items())) for key, types in self._conditions.items()]
             suspended = list(self._suspended.items())
             drift = list(self._drift.items())
+            pending = list(self._pending.items())
         yield self._histogram(durations)
         family = Metric(_CONDITION, _HELP[_CONDITION], "gauge")
         for (namespace, name), types in conditions:
@@ -129,6 +154,10 @@ class GotkMetrics:
             for (namespace, name), value in values:
                 family.add_sample(metric, {"kind": KIND, "name": name, "namespace": namespace}, value)
             yield family
+        family = Metric(_PENDING, _HELP[_PENDING], "gauge")
+        for (namespace, name), reason in pending:
+            family.add_sample(_PENDING, {"kind": KIND, "name": name, "namespace": namespace, "reason": reason}, 1.0)
+        yield family
 
     def _histogram(self, durations: list[tuple[Key, list[float]]]) -> Metric:
         family = Metric(_DURATION, _HELP[_DURATION], "histogram")

@@ -30,6 +30,8 @@ class _Reference:
                              labels, registry=registry)
         self.drift = Gauge("gotk_drift_objects", "The number of objects drifted from the applied revision and not "
                            "corrected (drift-detection: warn).", labels, registry=registry)
+        self.pending = Gauge("gotk_plan_pending", "1 while a plan of changes waits for an approval or a sync window, "
+                             "by the reason it waits.", [*labels, "reason"], registry=registry)
 
 
 def _page(registry: CollectorRegistry) -> bytes:
@@ -58,6 +60,12 @@ def _exercise(new: GotkMetrics, ref: _Reference) -> None:
     new.record_condition(name="app-4", namespace="ns", type_="Drifted", status="True")
     new.record_drift(name="app-4", namespace="ns", objects=1)
     new.record_drift(name="app-4", namespace="ns", objects=None)
+    # app-2's plan waits for an approval, then for a window; app-1's waited and went through
+    new.record_pending(name="app-2", namespace="ns", reason="ApprovalRequired")
+    new.record_pending(name="app-1", namespace="ns", reason="ApprovalRequired")
+    new.record_pending(name="app-2", namespace="ns", reason="SyncWindowClosed")
+    new.record_pending(name="app-1", namespace="ns", reason=None)
+    ref.pending.labels("Kustomization", "app-2", "ns", "SyncWindowClosed").set(1)
     # app-0 is deleted: every series goes
     new.delete(name="app-0", namespace="ns")
     ref.duration.remove("Kustomization", "app-0", "ns")
