@@ -265,7 +265,7 @@ class ControllerProcess:
     async def samples(self) -> dict[tuple[str, str], float]:
         """The series the scenarios poll (``POLLED``), now; ``ControllerGroup.samples`` sums several.
         Filtered (``/metrics?name[]=…``): the whole page of 10,000 Kustomizations costs the controller
-        1.7 s of CPU, and the driver polls every second while it waits for the requests to settle."""
+        about 1 s of CPU, and the driver polls every second while it waits for the requests to settle."""
         return await scrape(self.metrics_url, names=POLLED)
 
     def stats(self) -> ProcStats:
