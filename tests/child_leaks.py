@@ -11,14 +11,20 @@ every test.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import os
 import signal
+import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from kustomize_controller.runtime import child as child_mod
 
 GRACE_SECONDS = 2.0
 _BEFORE = pytest.StashKey[set[int]]()
@@ -61,6 +67,48 @@ def leaked_since(before: set[int], *, grace: float = GRACE_SECONDS) -> set[int]:
         if not new or time.monotonic() >= deadline:
             return new
         time.sleep(0.02)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for whoever adopted it, not for us)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_nothing_left(before: set[int]) -> None:
+    """No child beyond ``before``, no other task pending on the running loop, and nothing that a full
+    garbage collection finalises with a complaint (an unclosed transport's or a Popen's ResourceWarning)."""
+    complaints: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: complaints.append(f"{u.exc_type.__name__}: {u.exc_value}")
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert complaints == []
+    assert [describe(pid) for pid in children() - before] == []
+    with contextlib.suppress(RuntimeError):  # no running loop: no tasks to check
+        current = asyncio.current_task()
+        assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []
+
+
+def count_events(monkeypatch: pytest.MonkeyPatch, on_event: Callable[[int], None]) -> list[int]:
+    """Call ``on_event(n)`` after :func:`run_child` handles its n-th I/O event (a read, an end of pipe,
+    a write, the exit), so that a test can cut a run at every state it passes through. Returns the
+    counter, for the test to reset between runs."""
+    seen = [0]
+    for name in ("_read", "_write", "_exited", "_poll_exit"):
+        original = getattr(child_mod._Child, name)
+
+        def handler(self: Any, *args: Any, _original: Any = original) -> None:
+            _original(self, *args)
+            seen[0] += 1
+            on_event(seen[0])
+
+        monkeypatch.setattr(child_mod._Child, name, handler)
+    return seen
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

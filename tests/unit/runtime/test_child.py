@@ -7,9 +7,6 @@ state the runner can be in when its caller goes away is tried, deterministically
 from __future__ import annotations
 
 import asyncio
-import gc
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ import pytest
 from kustomize_controller.runtime import child as child_mod
 from kustomize_controller.runtime.child import ChildOutputExceeded, ChildResult, ChildTimedOut, run_child
 from kustomize_controller.runtime.clock import FakeClock, RealClock
-from tests.child_leaks import children
+from tests.child_leaks import assert_nothing_left, children, count_events, running
 
 ENV = {"PATH": "/usr/bin:/bin"}
 # Each stage is a separate event for the runner: output, error output, the end of stdout while the
@@ -35,36 +32,12 @@ async def run(script: str, **kw: Any) -> ChildResult:
     return await run_child(sh(script), **opts)
 
 
-@pytest.fixture
-def unraisable(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """What the interpreter could not raise (a ResourceWarning from a finaliser), after a full collection."""
-    seen: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(f"{u.exc_type.__name__}: {u.exc_value}"))
-    yield seen
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie waits for whoever adopted it, not for us)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def assert_nothing_left(before: set[int], unraisable: list[str]) -> None:
-    assert children() - before == set()
-    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
-    assert pending == []
-    gc.collect()
-    assert unraisable == []
-
-
 async def test_result_stdin_and_stderr_cap() -> None:
     res = await run("cat; echo oops >&2; exit 2", input=b"x" * 300_000, max_stderr=3)
     assert res == ChildResult(2, b"x" * 300_000, b"oop")
 
 
-async def test_output_cap_and_timeout_kill_the_child(unraisable: list[str]) -> None:
+async def test_output_cap_and_timeout_kill_the_child() -> None:
     before = children()
     with pytest.raises(ChildOutputExceeded, match="output exceeds the limit of 1000 bytes"):
         await run("yes; sleep 60", max_output=1000)
@@ -75,17 +48,17 @@ async def test_output_cap_and_timeout_kill_the_child(unraisable: list[str]) -> N
     await clock.advance(30)
     with pytest.raises(ChildTimedOut, match="timed out after 30s"):
         await task
-    assert_nothing_left(before, unraisable)
+    assert_nothing_left(before)
 
 
-async def test_what_the_child_leaves_in_its_group_ends_with_it(tmp_path: Path, unraisable: list[str]) -> None:
+async def test_what_the_child_leaves_in_its_group_ends_with_it(tmp_path: Path) -> None:
     """A grandchild holding the pipes would otherwise keep the run waiting until its time limit."""
     pidfile = tmp_path / "grandchild"
     before = children()
     res = await run(f"sleep 60 & echo $! > {pidfile}; echo done")
     assert res.stdout == b"done\n"
     assert not running(int(pidfile.read_text()))
-    assert_nothing_left(before, unraisable)
+    assert_nothing_left(before)
 
 
 async def test_a_missing_program_is_an_os_error() -> None:
@@ -93,24 +66,9 @@ async def test_a_missing_program_is_an_os_error() -> None:
         await run_child(["/nonexistent/kustomize"], clock=RealClock(), time_limit=5, env=ENV, max_output=10)
 
 
-def count_events(monkeypatch: pytest.MonkeyPatch, on_event: Callable[[int], None]) -> list[int]:
-    """Call ``on_event(n)`` after the runner handles its n-th I/O event; returns the counter (to reset)."""
-    seen = [0]
-    for name in ("_read", "_write", "_exited", "_poll_exit"):
-        original = getattr(child_mod._Child, name)
-
-        def handler(self: Any, *args: Any, _original: Any = original) -> None:
-            _original(self, *args)
-            seen[0] += 1
-            on_event(seen[0])
-
-        monkeypatch.setattr(child_mod._Child, name, handler)
-    return seen
-
-
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
 async def test_cancelled_after_every_event_nothing_is_left(
-    monkeypatch: pytest.MonkeyPatch, unraisable: list[str], pidfd: bool
+    monkeypatch: pytest.MonkeyPatch, pidfd: bool
 ) -> None:
     if not pidfd:
         monkeypatch.setattr(child_mod, "_pidfd", lambda pid: None)
@@ -128,17 +86,17 @@ async def test_cancelled_after_every_event_nothing_is_left(
             res = await task[0]
         except asyncio.CancelledError:
             tried += 1
-            assert_nothing_left(before, unraisable)
+            assert_nothing_left(before)
             continue
         assert (res.returncode, res.stdout, res.stderr) == (3, b"out1\nout2\n", b"err1\nerr2\n")
         break
     else:
         pytest.fail("the run never finished before its cancellation")
     assert tried >= 5  # spawn, out1/err1, out2, end of stdout, err2, exit: every stage was cut
-    assert_nothing_left(before, unraisable)
+    assert_nothing_left(before)
 
 
-async def test_cancelled_again_while_cleaning_up(unraisable: list[str]) -> None:
+async def test_cancelled_again_while_cleaning_up() -> None:
     before = children()
     for delay in range(4):  # the second cancellation lands at successive points of the first's clean-up
         task = asyncio.ensure_future(run("echo started; exec sleep 60"))
@@ -149,27 +107,31 @@ async def test_cancelled_again_while_cleaning_up(unraisable: list[str]) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert_nothing_left(before, unraisable)
+        assert_nothing_left(before)
 
 
-def test_the_loop_going_away_mid_run_leaves_nothing(unraisable: list[str]) -> None:
-    """A shutdown that closes the loop: once with every task cancelled (``asyncio.run``'s way), once
-    with the running coroutine simply dropped (closed by the garbage collector)."""
+def test_the_loop_going_away_mid_run_leaves_nothing() -> None:
+    """A shutdown that closes the loop: with every task cancelled (``asyncio.run``'s way), also when the
+    run was already being cancelled (the old clean-up then lost the child's exit notice: "subprocess …
+    is still running" and unclosed pipe transports, later, in another test); and with the running
+    coroutine simply dropped (closed by the garbage collector)."""
     before = children()
 
-    async def start() -> asyncio.Task[ChildResult]:
+    async def start(cancel: bool) -> asyncio.Task[ChildResult]:
         task = asyncio.ensure_future(run("echo started; exec sleep 60"))
         await asyncio.sleep(0.05)
+        if cancel:
+            task.cancel()
+            await asyncio.sleep(0)
         return task
 
-    with asyncio.Runner() as runner:
-        runner.run(start())
-    assert children() - before == set()
+    for cancel in (False, True):
+        with asyncio.Runner() as runner:
+            runner.run(start(cancel))
+        assert_nothing_left(before)
 
     loop = asyncio.new_event_loop()
-    task = loop.run_until_complete(start())
+    task = loop.run_until_complete(start(False))
     loop.close()
     del task
-    gc.collect()
-    assert children() - before == set()
-    assert unraisable == []
+    assert_nothing_left(before)
