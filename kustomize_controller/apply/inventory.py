@@ -8,6 +8,8 @@ Contract (kustomize-controller ``internal/inventory``, reference §2):
   version recorded in ``old``. Entries of ``old`` that cannot be parsed are ignored (never deleted).
 - ``merge_survivors(new, stale, prune_change_set)`` appends to ``new`` every stale object that prune did
   not delete or skip (its DELETE failed), so the next reconcile retries it.
+- ``with_objects(old, objects)`` is ``old`` followed by every object of ``objects`` it lacks (the
+  inventory recorded before an apply that may create them), or None when it lacks none.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from kustomize_controller.api.inventory import (
     parse_inventory_id,
 )
 from kustomize_controller.apply.changeset import Action, ChangeSet
-from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.objects import Object, ObjRef, version_of
 from kustomize_controller.apply.prune import StaleObject
 
 
@@ -79,3 +81,14 @@ def merge_survivors(
             ids.add(ref.id)
             entries.append(ref)
     return ResourceInventory(entries=entries)
+
+
+def with_objects(old: ResourceInventory | None, objects: Sequence[Object]) -> ResourceInventory | None:
+    entries = list(old.entries) if old is not None else []
+    known = {oid for _, oid in _parsed(old)}
+    for obj in objects:
+        oid = object_id(ObjRef.from_object(obj))
+        if oid not in known:
+            known.add(oid)
+            entries.append(ResourceRef.of(oid, version_of(obj)))
+    return ResourceInventory(entries=entries) if len(entries) > len(old.entries if old is not None else ()) else None

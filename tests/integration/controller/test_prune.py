@@ -58,3 +58,43 @@ async def test_prune_false_keeps_removed_objects(env: ControllerEnv) -> None:
     obj = await env.wait_ready(revision=second["revision"])
     assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
     assert await env.exists("v1", "ConfigMap", "b")
+
+
+async def test_objects_applied_by_a_controller_killed_before_its_status_write_are_pruned_later(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the chaos soak (issue 25): revision 2 adds "b", the controller dies right after the apply
+    (no status written), revision 3 drops "b" before anyone reconciled revision 2 again. "b" must be
+    pruned: it was in no inventory when the inventory was only written after the apply, and stayed
+    behind for ever, labelled as ours."""
+    import asyncio
+
+    from kustomize_controller.apply.manager import ResourceManager
+
+    ns = env.namespace
+    first = await env.publish({"a.yaml": configmap("a")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    await env.wait_ready(revision=first["revision"])
+
+    original = ResourceManager.apply_all_staged
+    applied = asyncio.Event()
+
+    async def apply_then_die(self: ResourceManager, *args: object, **kwargs: object) -> object:
+        result = await original(self, *args, **kwargs)  # type: ignore[arg-type]
+        applied.set()
+        await asyncio.Event().wait()  # as good as dead: nothing after the apply happens
+        return result
+
+    monkeypatch.setattr(ResourceManager, "apply_all_staged", apply_then_die)
+    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+    await asyncio.wait_for(applied.wait(), 60)
+    assert await env.exists("v1", "ConfigMap", "b")
+    await env.stop()
+    monkeypatch.setattr(ResourceManager, "apply_all_staged", original)
+
+    third = await env.publish({"a.yaml": configmap("a"), "c.yaml": configmap("c")})
+    await env.start()
+    obj = await env.wait_ready(revision=third["revision"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap", f"{ns}_c__ConfigMap"]
+    assert not await env.exists("v1", "ConfigMap", "b")
