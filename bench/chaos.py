@@ -190,11 +190,14 @@ class Chaos:
         return diverged(kss, objects, self.revisions)
 
     async def converge(self, client: KubeClient, *, within: float) -> tuple[float, Divergence]:
-        started = time.monotonic()
+        started = reported = time.monotonic()
         while True:
             found = await self.snapshot(client)
             if not found or time.monotonic() - started > within:
                 return time.monotonic() - started, found
+            if time.monotonic() - reported >= 15:
+                reported = time.monotonic()
+                print(f"[chaos] {reported - started:.0f} s: {found.summary()}", flush=True)
             await asyncio.sleep(1.0)
 
     async def faults_loop(self, server: ApiServer, started: float) -> None:

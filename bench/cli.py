@@ -100,6 +100,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "fault_every": 5.0 if quick else 10.0,
             "throttle_share": args.chaos_throttle_share,
             "seed": args.chaos_seed,
+            "converge_within": 300.0 if quick else 900.0,
         },
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
