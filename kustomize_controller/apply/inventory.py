@@ -8,8 +8,9 @@ Contract (kustomize-controller ``internal/inventory``, reference §2):
   version recorded in ``old``. Entries of ``old`` that cannot be parsed are ignored (never deleted).
 - ``merge_survivors(new, stale, prune_change_set)`` appends to ``new`` every stale object that prune did
   not delete or skip (its DELETE failed), so the next reconcile retries it.
-- ``with_objects(old, objects)`` is ``old`` followed by every object of ``objects`` it lacks (the
-  inventory recorded before an apply that may create them), or None when it lacks none.
+- ``extended(old, additions)`` is ``old`` followed by every entry of ``additions`` it lacks, or None
+  when it lacks none; ``with_objects(old, objects)`` the same for manifests (the inventory recorded
+  before an apply that may create them).
 """
 
 from __future__ import annotations
@@ -83,12 +84,18 @@ def merge_survivors(
     return ResourceInventory(entries=entries)
 
 
-def with_objects(old: ResourceInventory | None, objects: Sequence[Object]) -> ResourceInventory | None:
+def extended(old: ResourceInventory | None, additions: ResourceInventory) -> ResourceInventory | None:
+    """``old`` followed by the entries of ``additions`` it lacks (by object identity), or None when it
+    lacks none."""
     entries = list(old.entries) if old is not None else []
     known = {oid for _, oid in _parsed(old)}
-    for obj in objects:
-        oid = object_id(ObjRef.from_object(obj))
+    for ref, oid in _parsed(additions):
         if oid not in known:
             known.add(oid)
-            entries.append(ResourceRef.of(oid, version_of(obj)))
+            entries.append(ref)
     return ResourceInventory(entries=entries) if len(entries) > len(old.entries if old is not None else ()) else None
+
+
+def with_objects(old: ResourceInventory | None, objects: Sequence[Object]) -> ResourceInventory | None:
+    refs = [ResourceRef.of(object_id(ObjRef.from_object(obj)), version_of(obj)) for obj in objects]
+    return extended(old, ResourceInventory(entries=refs))

@@ -9,7 +9,8 @@ and goes on without it; nothing else changes for it. Nothing is written
 to the cluster before the build succeeded. Before an apply that may create objects the inventory lacks,
 the old inventory plus those objects is written to the status (so that a controller killed mid-apply
 still prunes them later); after a successful apply the inventory is exactly the applied set (survivors
-of a failed prune are merged back); after a failed apply it stays old plus new.
+of a failed prune are merged back); after a failed apply it is the old one plus what the partial apply
+wrote.
 
 Progress publication: a reconcile that re-verifies the revision already applied (``reverifying``:
 Ready=True for the current generation and ``lastAppliedRevision`` equal to the artifact's) keeps its
@@ -46,7 +47,13 @@ from kustomize_controller.apply.health import (
     targets_from_references,
     wait_for_set,
 )
-from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects, with_objects
+from kustomize_controller.apply.inventory import (
+    extended,
+    from_change_set,
+    merge_survivors,
+    stale_objects,
+    with_objects,
+)
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef
@@ -267,12 +274,16 @@ class ApplyStep:
                 # revision without them would orphan them instead of pruning them (an object in the
                 # inventory that was never created is simply not found by prune).
                 ks.status.inventory = intent
-                await ctx.patch()
+                await ctx.record("inventory")
             try:
                 # objects new to the inventory are dry-run before they are read (apply/manager.py)
                 options = self._apply_options(ctx, drift_policy)
                 change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
+                # what the partial apply wrote stays in the inventory (prunable later); the rest of the
+                # objects recorded before it goes again
+                handled = from_change_set(err.change_set or ChangeSet())
+                ks.status.inventory = extended(old_inventory, handled) or old_inventory
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
                 self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())
                 # upstream: "%w\n%s" with one "<entry>\n" line per change of the partial apply

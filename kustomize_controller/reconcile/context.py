@@ -6,7 +6,8 @@ the one ``StatusPatcher`` that knows what was written last.
 
 Two kinds of write: ``progress()`` publishes an in-flight state (upstream's "Fetching/Building/
 Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set;
-``patch()`` always writes (the finalizer, the final status of every exit).
+``patch()`` always writes (the finalizer, the final status of every exit); ``record(*fields)`` writes
+only the fields named (the inventory recorded before an apply).
 
 Progress is also held during the first ``progress_delay`` seconds of a reconcile: a reconcile that
 ends sooner writes only its final status (upstream writes and overwrites three or four progress states
@@ -97,6 +98,10 @@ class ReconcileContext:
 
     async def patch(self) -> None:
         await self.patcher.patch(self.ks)
+
+    async def record(self, *fields: str) -> None:
+        """Write these top-level status fields now, whatever progress is held; nothing else."""
+        await self.patcher.patch_fields(self.ks, fields)
 
     async def progress(self) -> None:
         if self.hold_progress:

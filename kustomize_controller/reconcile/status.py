@@ -18,6 +18,9 @@ Contract:
   ``Retry-After`` (a proxy's, an aggregated API's) the client did not retry, and is retried here.
 - Patches are serialised (a lock): the progress timer and the reconcile may both write, and each
   patch must be computed against what the one before it wrote.
+- ``patch_fields(ks, fields)`` writes only those top-level status fields (the others stay as last
+  written and are sent by the next ``patch``): the apply step records its inventory before an apply
+  without publishing its in-flight conditions.
 - When the object is being deleted, NotFound is expected (the finalizer was just removed and the
   object is gone) and is not an error.
 """
@@ -108,6 +111,15 @@ class StatusPatcher:
         changes = status_merge_patch(self._status, status)
         if changes and await self._send({"status": changes}, subresource="status", deleting=deleting):
             self._status = status
+
+    async def patch_fields(self, ks: Kustomization, fields: tuple[str, ...]) -> None:
+        async with self._lock:
+            status = status_document(ks)
+            after = {key: value for key, value in status.items() if key in fields}
+            changes = status_merge_patch({key: value for key, value in self._status.items() if key in fields}, after)
+            deleting = ks.metadata.deletion_timestamp is not None
+            if changes and await self._send({"status": changes}, subresource="status", deleting=deleting):
+                self._status = {**{k: v for k, v in self._status.items() if k not in fields}, **after}
 
     async def _send(self, body: dict[str, Any], *, subresource: str | None, deleting: bool) -> bool:
         """Send one patch with retries; False when the object no longer exists while deleting."""
