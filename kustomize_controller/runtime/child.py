@@ -88,17 +88,23 @@ class _Child:
         self._readers: set[int] = set()
         self._writer: int | None = None
         self._input = memoryview(data or b"")
-        self._pidfd = _pidfd(proc.pid)
+        self._pidfd: int | None = None
         self._poll: asyncio.TimerHandle | None = None
         self._poll_delay = _POLL_FIRST
+
+    def start(self) -> None:
+        """Watch the pipes and the exit; whatever it registered before a failure, :meth:`close` undoes."""
+        proc = self.proc
         for fd in (self._out_fd, self._err_fd):
             os.set_blocking(fd, False)
             self.loop.add_reader(fd, self._read, fd)
             self._readers.add(fd)
         if proc.stdin is not None:
-            self._writer = proc.stdin.fileno()
-            os.set_blocking(self._writer, False)
-            self.loop.add_writer(self._writer, self._write)
+            fd = proc.stdin.fileno()
+            os.set_blocking(fd, False)
+            self.loop.add_writer(fd, self._write)
+            self._writer = fd
+        self._pidfd = _pidfd(proc.pid)
         if self._pidfd is not None:
             self.loop.add_reader(self._pidfd, self._exited)
         else:
@@ -219,29 +225,25 @@ async def run_child(
         cwd=cwd,
         start_new_session=True,
     )
-    try:
-        child = _Child(proc, input, max_output=max_output, max_stderr=max_stderr)
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    timer = asyncio.ensure_future(clock.sleep(time_limit))
-    timer.add_done_callback(lambda t: None if t.cancelled() else child.stop(ChildTimedOut(time_limit)))
+    child = _Child(proc, input, max_output=max_output, max_stderr=max_stderr)
+    timer: asyncio.Future[None] | None = None
     closing = False
     try:
+        child.start()
+        timer = asyncio.ensure_future(clock.sleep(time_limit))
+        timer.add_done_callback(lambda t: None if t.cancelled() else child.stop(ChildTimedOut(time_limit)))
         return await child.done
     except GeneratorExit:  # closed un-awaited (its loop is gone): no more awaits possible
         closing = True
         raise
     finally:
-        with contextlib.suppress(RuntimeError):  # the loop may be closed already
-            timer.cancel()
+        if timer is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed already
+                timer.cancel()
         child.close()
         if child.done.done() and not child.done.cancelled():
             child.done.exception()  # retrieved: a stop that raced a cancellation is not reported as lost
-        if not closing and not timer.done():
+        if not closing and timer is not None and not timer.done():
             await asyncio.wait({timer})  # the child is gone already; this only lets the timer finish
-
 
 __all__ = ["KILL_WAIT", "ChildError", "ChildOutputExceeded", "ChildResult", "ChildTimedOut", "run_child"]
