@@ -274,7 +274,13 @@ class ApplyStep:
                 # revision without them would orphan them instead of pruning them (an object in the
                 # inventory that was never created is simply not found by prune).
                 ks.status.inventory = intent
-                await ctx.record("inventory")
+                try:
+                    await ctx.record("inventory")
+                except KubeError as err:
+                    # nothing was applied: it fails as an apply would (an unreachable server is retried
+                    # within seconds, reconciler.py), with the old inventory
+                    ks.status.inventory = old_inventory
+                    self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to record the inventory: {err}")
             try:
                 # objects new to the inventory are dry-run before they are read (apply/manager.py)
                 options = self._apply_options(ctx, drift_policy)

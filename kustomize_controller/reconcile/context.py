@@ -134,7 +134,10 @@ class ReconcileContext:
     async def _publish_when_delay_passes(self) -> None:
         await self.clock.sleep(max(0.0, self.progress_delay - self.elapsed()))
         self._delay_passed = True
-        if self._progress_pending and not self.hold_progress:
+        # Not behind another write (the inventory recorded before an apply, with its retries): by the time
+        # this one got its turn the state may be a failure, not progress. The next step's progress(), or
+        # the final patch, writes what is pending.
+        if self._progress_pending and not self.hold_progress and not self.patcher.busy:
             self._progress_pending = False
             try:
                 await self.patcher.patch(self.ks)

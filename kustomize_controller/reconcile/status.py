@@ -112,6 +112,11 @@ class StatusPatcher:
         if changes and await self._send({"status": changes}, subresource="status", deleting=deleting):
             self._status = status
 
+    @property
+    def busy(self) -> bool:
+        """A patch is being sent (a new one would wait for it)."""
+        return self._lock.locked()
+
     async def patch_fields(self, ks: Kustomization, fields: tuple[str, ...]) -> None:
         async with self._lock:
             status = status_document(ks)

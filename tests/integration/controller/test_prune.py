@@ -98,3 +98,28 @@ async def test_objects_applied_by_a_controller_killed_before_its_status_write_ar
     obj = await env.wait_ready(revision=third["revision"])
     assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap", f"{ns}_c__ConfigMap"]
     assert not await env.exists("v1", "ConfigMap", "b")
+
+
+async def test_an_unreachable_server_at_the_inventory_record_is_retried_quickly_and_applies_nothing(
+    env: ControllerEnv,
+) -> None:
+    """The status write that records the inventory before the apply fails as an apply would: a server that
+    cannot be reached is retried within seconds and shown as progressing, and nothing is applied until
+    the record succeeds."""
+    from tests.integration.controller.conftest import condition
+
+    ns = env.namespace
+    artifact = await env.publish({"a.yaml": configmap("a")})
+    await env.create(env.kustomization(targetNamespace=ns))
+    # every attempt of the status patcher at the first status write (the record) answers 503
+    env.server.faults.fail(method="PATCH", path=rf"/namespaces/{ns}/kustomizations/app/status$", status=503,
+                           count=5)
+    async with env.versions() as seen:
+        await env.start()
+        obj = await env.wait_ready(revision=artifact["revision"])
+    retried = [o for o in seen if condition(o, "Reconciling") == ("True", "ProgressingWithRetry")]
+    assert retried and not (retried[0]["status"].get("inventory") or {}).get("entries")
+    assert "failed to record the inventory" in str(retried[0]["status"]["conditions"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    failed = [o for o in seen if (condition(o, "Ready") or ("", ""))[0] == "False"]
+    assert not failed, [c for o in failed for c in o["status"]["conditions"]]
