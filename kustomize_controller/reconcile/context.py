@@ -100,8 +100,8 @@ class ReconcileContext:
         await self.patcher.patch(self.ks)
 
     async def record(self, *fields: str) -> None:
-        """Write these top-level status fields now, whatever progress is held; nothing else."""
-        await self.patcher.patch_fields(self.ks, fields)
+        """Write these top-level status fields now, whatever progress is held, in one try; nothing else."""
+        await self.patcher.patch_fields(self.ks, fields, attempts=1)
 
     async def progress(self) -> None:
         if self.hold_progress:
