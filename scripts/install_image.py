@@ -33,6 +33,7 @@ Standard library only (it runs before any virtual environment exists); pip is th
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -86,14 +87,17 @@ def install_extras(src: Path, venv: Path) -> None:
 def save_wheel_cache(wheels: list[Path], cache: Path) -> None:
     """Replace ``cache``'s content with the dependency wheels among ``wheels`` (not the project's own)."""
     own = PROJECT.replace("-", "_") + "-"
-    staging = cache.with_name(f"{cache.name}.new")
+    staging = cache.with_name(f"{cache.name}.new-{os.getpid()}")  # two runs at once never share one
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for wheel in wheels:
         if wheel.suffix == ".whl" and not wheel.name.startswith(own):
             shutil.copy2(wheel, staging / wheel.name)
     shutil.rmtree(cache, ignore_errors=True)
-    staging.rename(cache)
+    try:
+        staging.rename(cache)
+    except OSError:  # another run saved its wheels in between: theirs are as good
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def install_all(src: Path, venv: Path, *, wheel_cache: Path | None = None) -> Path:
