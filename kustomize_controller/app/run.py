@@ -48,6 +48,8 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.gate.fleet import parse_configmap_ref
+from kustomize_controller.reconcile.gate.gate import GateOptions
 from kustomize_controller.reconcile.interrupt import EnqueueHooks
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -315,6 +317,8 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
                 remote_clients=RemoteClients(qps=settings.kube_api_qps, burst=settings.kube_api_burst, clock=clock),
             ),
             sops_age_secret=sops_age_secret,
+            gate=GateOptions(sync_windows_configmap=parse_configmap_ref(settings.sync_windows_configmap)
+                             if settings.sync_windows_configmap else None),
         ),
     )
 
@@ -342,9 +346,11 @@ def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, 
         return None
     webhook = ConversionWebhook(client=client, clock=clock, options=WebhookOptions(
         addr=settings.webhook_addr, url=settings.webhook_url, cert_dir=settings.webhook_cert_dir,
-        namespace=runtime_namespace),
+        namespace=runtime_namespace, service_name=settings.webhook_service),
         leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
     manager.add_runnable("conversion-webhook", webhook.run)
+    if settings.enable_leader_election:
+        manager.add_runnable("conversion-webhook-leader", webhook.leading_started, needs_leader=True)
     return webhook
 
 
