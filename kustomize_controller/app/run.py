@@ -32,6 +32,7 @@ import aiohttp
 from kustomize_controller.api.kustomization import API_VERSION, KIND
 from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
 from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind
+from kustomize_controller.app.decryption import workload_identity
 from kustomize_controller.app.watches import wire_dependents, wire_watches
 from kustomize_controller.apply.staging import parse_group_kind_set
 from kustomize_controller.conversion.webhook import ConversionWebhook, WebhookOptions
@@ -45,7 +46,9 @@ from kustomize_controller.kustomize.build_cache import BuildCache
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
 from kustomize_controller.reconcile.gate.fleet import parse_configmap_ref
@@ -116,6 +119,16 @@ async def _configure_throttling(client: KubeClient, settings: Settings) -> None:
                   qps=throttling.qps, burst=throttling.burst, probe_error=throttling.probe_error or None)
 
 
+def _log_builder(command: BuilderCommand) -> None:
+    """Say which builder builds, and warn when it is not the kustomize upstream Flux pins."""
+    _log.info("kustomize builder", path=command.argv[0], source=command.source, flavour=command.flavour,
+              version=command.version, kustomize_version=command.kustomize_version or None)
+    if not command.pinned:
+        _log.warning("the kustomize builder is not the version upstream Flux pins: some outputs may differ from "
+                     "Flux's", path=command.argv[0], kustomize_version=command.kustomize_version or None,
+                     pinned=PINNED_KUSTOMIZE)
+
+
 async def run_controller(
     settings: Settings,
     *,
@@ -135,6 +148,7 @@ async def run_controller(
         _log.error("unable to find a kustomize builder", error=str(err))
         await client.close()
         return 1
+    _log_builder(command)
     runtime_namespace = settings.runtime_namespace or config.namespace
     manager = Manager(
         client=client,
@@ -166,7 +180,8 @@ async def run_controller(
             clock=clock,
             rng=random.Random(),
             hooks=waits.hooks,
-            options=reconciler_options(settings, clock, runtime_namespace, waits),
+            options=reconciler_options(settings, clock, runtime_namespace, waits,
+                                       workload_identity(settings, client, clock, manager)),
         )
         controller = _controller(settings, clock, manager, reconciler, waits)
         wire_watches(controller, manager, watched.kustomizations, watched.sources, settings, watched.namespace,
@@ -245,7 +260,8 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
         workspace=workspace, fetcher=fetcher, max_bytes=settings.artifact_cache_max_size, metrics=cache_metrics
     )
     pipeline = BuildPipeline(
-        builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None),
+        builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None,
+                                 max_batch=settings.build_batch_size, workspace=workspace, metrics=cache_metrics),
         workspace=workspace,
         fetcher=fetcher,
         artifacts=artifacts,
@@ -284,7 +300,7 @@ def _health_waits(settings: Settings) -> _HealthWaits:
 
 
 def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
-                       waits: _HealthWaits) -> ReconcilerOptions:
+                       waits: _HealthWaits, identity: WorkloadIdentity | None = None) -> ReconcilerOptions:
     """Every flag and gate the reconciler reads, in one place."""
     gates = settings.feature_gates
     sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
@@ -317,6 +333,7 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
                 remote_clients=RemoteClients(qps=settings.kube_api_qps, burst=settings.kube_api_burst, clock=clock),
             ),
             sops_age_secret=sops_age_secret,
+            workload_identity=identity,
             gate=GateOptions(sync_windows_configmap=parse_configmap_ref(settings.sync_windows_configmap)
                              if settings.sync_windows_configmap else None),
         ),
