@@ -36,6 +36,7 @@ from ruamel.yaml import YAML
 
 from kustomize_controller.testing.apiserver import ApiServer
 from tests import leakcheck
+from tests.child_leaks import pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401  (hooks: a leaked child fails its test)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
