@@ -25,10 +25,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import health_waits, key_services, monorepo, report, request_counts, scale, scenarios, workload
+from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, workload
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
+    "chaos",
 )
 # not in the default run (tens of minutes at 10,000 on 2 cores): ask for it with --scenarios scale
 OPTIONAL = ("scale",)
@@ -69,6 +70,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scale-shards", default=None,
                    help="controller processes of the scale scenario: 1 is one process, k > 1 is k shards "
                         "(--watch-label-selector, one lease each); default 1,4")
+    p.add_argument("--chaos-size", type=int, default=None, help="Kustomizations of the chaos soak (300)")
+    p.add_argument("--chaos-duration", type=float, default=None, help="seconds of faults in the chaos soak (120)")
+    p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
+    p.add_argument("--chaos-throttle-share", type=float, default=0.1,
+                   help="share of API requests shed with 429 during the chaos soak (0.1)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -104,6 +110,15 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "scale_sizes": _sizes(args.scale_sizes) if args.scale_sizes else ([100, 200] if quick else
                                                                            [1000, 2000, 5000, 10000]),
         "scale_shards": _sizes(args.scale_shards) if args.scale_shards else [1, 4],
+        "chaos": {
+            "size": args.chaos_size or (30 if quick else 300),
+            "duration": args.chaos_duration or (30.0 if quick else 120.0),
+            "revision_every": 10.0 if quick else 15.0,
+            "fault_every": 5.0 if quick else 10.0,
+            "throttle_share": args.chaos_throttle_share,
+            "seed": args.chaos_seed,
+            "converge_within": 300.0 if quick else 900.0,
+        },
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -182,6 +197,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "keyservices" in wanted:
         await record("keyservices", len(key_services.PROVIDERS),
                      lambda m: key_services.key_services(workdir, into=m))
+    if "chaos" in wanted:
+        plan = chaos.ChaosPlan(**p["chaos"])
+        await record("chaos", plan.size,
+                     lambda m: chaos.chaos(plan, workdir=workdir, flags=p["controller_flags"], into=m))
     return results
 
 
