@@ -117,7 +117,7 @@ class KeyServiceContext:
     itself), the clock (request signing, token expiry) and its timeouts."""
 
     credentials: Credentials = field(default_factory=Credentials)
-    environ: Mapping[str, str] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold AWS_SECRET_ACCESS_KEY
     timeout: float = 20.0  # seconds, per network call
     deadline: float = 60.0  # seconds, per master key (every call it needs, credentials included)
     clock: Clock = field(default_factory=RealClock)

@@ -35,7 +35,7 @@ import base64
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -58,7 +58,7 @@ METADATA_HOST = "metadata.google.internal"
 @dataclass(frozen=True, slots=True)
 class ServiceAccount:
     email: str
-    private_key: str
+    private_key: str = field(repr=False)
     private_key_id: str
     token_uri: str
     context: KeyServiceContext
@@ -84,8 +84,8 @@ class ServiceAccount:
 @dataclass(frozen=True, slots=True)
 class AuthorizedUser:
     client_id: str
-    client_secret: str
-    refresh_token: str
+    client_secret: str = field(repr=False)
+    refresh_token: str = field(repr=False)
     token_uri: str
     context: KeyServiceContext
     basic_auth: bool = False  # external_account_authorized_user: the client in an Authorization header
@@ -151,7 +151,7 @@ class ExternalAccount:
     audience: str
     subject_token_type: str
     token_url: str
-    source: Mapping[str, Any]
+    source: Mapping[str, Any] = field(repr=False)  # may name headers or files holding tokens
     impersonation_url: str
     context: KeyServiceContext
 

@@ -234,3 +234,23 @@ def test_proxy_from_the_environment_as_go(url: str, environ: dict, expected: str
     from kustomize_controller.kustomize.sops.keys.http import proxy_for
 
     assert proxy_for(url, environ) == expected
+
+
+def test_no_secret_in_the_repr_of_any_parsed_credential() -> None:
+    """A credential object or its context that reaches a log line or an error by ``repr`` shows no secret."""
+    import json
+
+    from kustomize_controller.kustomize.sops.keys import azure_credentials, gcp_credentials
+
+    context = KeyServiceContext(environ={"AWS_SECRET_ACCESS_KEY": "ENV-SECRET", "AWS_SESSION_TOKEN": "ENV-TOKEN"})
+    azure = azure_credentials.parse_static(b"tenantId: t\nclientId: c\nclientSecret: AZ-SECRET\n", context)
+    user = gcp_credentials.parse_static(json.dumps({
+        "type": "authorized_user", "client_id": "c", "client_secret": "G-SECRET", "refresh_token": "G-REFRESH",
+    }).encode(), context)
+    external = gcp_credentials.parse_static(json.dumps({
+        "type": "external_account", "audience": "a", "subject_token_type": "t", "token_url": "https://sts/",
+        "credential_source": {"url": "http://m/", "headers": {"Authorization": "Bearer G-HEADER"}},
+    }).encode(), context)
+    shown = " ".join(repr(x) for x in (context, azure, azure.azure, user.gcp, external.gcp))
+    for secret in ("ENV-SECRET", "ENV-TOKEN", "AZ-SECRET", "G-SECRET", "G-REFRESH", "G-HEADER"):
+        assert secret not in shown
