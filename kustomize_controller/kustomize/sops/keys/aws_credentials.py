@@ -102,7 +102,7 @@ def parse_static(value: bytes, context: KeyServiceContext | None = None) -> Cred
 # -- STS ----------------------------------------------------------------------------------------
 
 
-def _sts_error(operation: str, answer: http.Response) -> CredentialError:
+def _sts_error(operation: str, answer: http.Response, sent: tuple[str, ...]) -> CredentialError:
     code, message, request_id = "", "", answer.headers.get("x-amzn-requestid", "")
     try:
         root = ElementTree.fromstring(answer.body)
@@ -118,13 +118,14 @@ def _sts_error(operation: str, answer: http.Response) -> CredentialError:
         message = answer.text()[:200]
     return CredentialError(
         f"operation error STS: {operation}, https response error StatusCode: {answer.status}, "
-        f"RequestID: {request_id}, api error {code or 'UnknownError'}: {message}"
+        f"RequestID: {request_id}, api error {code or 'UnknownError'}: {http.scrub(message, sent)}"
     )
 
 
-def _sts_credentials(operation: str, answer: http.Response) -> AwsCredentials:
+def _sts_credentials(operation: str, answer: http.Response, *, sent: tuple[str, ...] = ()) -> AwsCredentials:
+    """``sent``: the secrets of the request (scrubbed from an error answer quoted in the message)."""
     if answer.status != 200:
-        raise _sts_error(operation, answer)
+        raise _sts_error(operation, answer, sent)
     try:
         root = ElementTree.fromstring(answer.body)
     except ElementTree.ParseError:
@@ -210,7 +211,7 @@ async def assume_role_with_web_identity(
         body=body,
         cafile=context.environ.get("AWS_CA_BUNDLE"),
     )
-    return _sts_credentials("AssumeRoleWithWebIdentity", answer)
+    return _sts_credentials("AssumeRoleWithWebIdentity", answer, sent=(token,))
 
 
 def _time(text: str) -> datetime | None:
