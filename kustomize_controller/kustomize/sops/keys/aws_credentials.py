@@ -33,7 +33,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -41,6 +40,7 @@ from xml.etree import ElementTree
 
 import yaml
 
+from kustomize_controller.api.meta import parse_time
 from kustomize_controller.kustomize.sops.errors import SopsFormatError, SopsKeyError
 from kustomize_controller.kustomize.sops.keys import http
 from kustomize_controller.kustomize.sops.keys.aws_sigv4 import sign
@@ -137,7 +137,7 @@ def _sts_credentials(operation: str, answer: http.Response, *, sent: tuple[str, 
         found["AccessKeyId"],
         found["SecretAccessKey"],
         found.get("SessionToken", ""),
-        expires=_time(found.get("Expiration", "")),
+        expires=parse_time(found.get("Expiration", "")),
     )
 
 
@@ -212,15 +212,6 @@ async def assume_role_with_web_identity(
         cafile=context.environ.get("AWS_CA_BUNDLE"),
     )
     return _sts_credentials("AssumeRoleWithWebIdentity", answer, sent=(token,))
-
-
-def _time(text: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 # -- the controller's chain ---------------------------------------------------------------------
@@ -359,5 +350,5 @@ def _json_credentials(body: bytes, source: str) -> AwsCredentials:
         str(doc["AccessKeyId"]),
         str(doc["SecretAccessKey"]),
         str(doc.get("Token") or ""),
-        expires=_time(str(doc.get("Expiration") or "")),
+        expires=parse_time(str(doc.get("Expiration") or "")),
     )

@@ -36,9 +36,9 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from kustomize_controller.api.meta import parse_time
 from kustomize_controller.kustomize.sops.errors import SopsFormatError, SopsKeyError
 from kustomize_controller.kustomize.sops.keys import http, oauth
 from kustomize_controller.kustomize.sops.keys.credentials import (
@@ -143,7 +143,7 @@ async def impersonate(source: AccessToken, url: str, context: KeyServiceContext)
     token = doc.get("accessToken")
     if not isinstance(token, str) or not token:
         raise CredentialError(f"impersonation at {http.redact_url(url)}: the answer holds no accessToken")
-    return AccessToken(token, _rfc3339(doc.get("expireTime")))
+    return AccessToken(token, parse_time(doc.get("expireTime")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,11 +334,3 @@ class ControllerADC:
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
-
-def _rfc3339(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
