@@ -23,7 +23,7 @@ Contract:
   give from the object-level set when a ServiceAccount is chosen.
 - Exchanges that turn a token into credentials take the token as an argument, so a token read
   from a file (controller level) and one from a TokenRequest (object level) share them:
-  ``aws_credentials.assume_role_with_web_identity(token, …)``,
+  ``aws_sts.assume_role_with_web_identity(token, …)``,
   ``azure_credentials.client_assertion_token(assertion, …)``,
   ``gcp_credentials.sts_exchange(subject_token, …)``.
 - Object-level sets name whose they are in ``Credentials.identity`` (e.g.

@@ -60,7 +60,7 @@ async def test_an_answer_that_echoes_the_request_carries_no_secret_into_an_error
     """A token endpoint, STS and the key services behind a proxy that echoes what it got (body and
     Authorization) in its error answer: the error quotes the answer, not the secrets in it."""
     from kustomize_controller.kustomize.sops.errors import SopsKeyError
-    from kustomize_controller.kustomize.sops.keys import aws_credentials, azkv, gcpkms, oauth
+    from kustomize_controller.kustomize.sops.keys import aws_sts, azkv, gcpkms, oauth
     from kustomize_controller.kustomize.sops.keys.credentials import AccessToken, Credentials, KeyServiceContext
     from kustomize_controller.kustomize.sops.metadata import MasterKey
 
@@ -88,7 +88,7 @@ async def test_an_answer_that_echoes_the_request_carries_no_secret_into_an_error
         shown.append(str(info.value))
         context = KeyServiceContext(environ={"AWS_ENDPOINT_URL_STS": url})
         with pytest.raises(SopsKeyError) as info:
-            await aws_credentials.assume_role_with_web_identity(
+            await aws_sts.assume_role_with_web_identity(
                 "W3BIDENTITY", role_arn="arn:aws:iam::1:role/r", session_name="s", region="eu-west-1", context=context)
         shown.append(str(info.value))
 
