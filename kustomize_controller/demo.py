@@ -27,6 +27,7 @@ import contextlib
 import json
 import shutil
 import signal
+import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,14 +47,24 @@ from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 from kustomize_controller.testing.sourcecrds import source_crds
 
-DEFAULT_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: where an installation keeps the examples (the image's ``/opt/venv``: ``scripts/install_image.py`` puts them there)
+EXAMPLES_UNDER_PREFIX = Path("share") / "kustomize-controller" / "examples"
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
+
+
+def default_examples() -> Path:
+    """A checkout's ``examples/`` when running from one, else the copy under the installation prefix."""
+    checkout = Path(__file__).resolve().parent.parent / "examples"
+    if (checkout / "kustomization.yaml").is_file():
+        return checkout
+    return Path(sys.prefix) / EXAMPLES_UNDER_PREFIX
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="exit after the Kustomization is Ready")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Ready with --once")
-    parser.add_argument("--examples", default=str(DEFAULT_EXAMPLES), help="directory published as the source")
+    parser.add_argument("--examples", default=str(default_examples()),
+                        help="directory published as the source (default: %(default)s)")
     parser.add_argument("--change-management", action="store_true",
                         help="once Ready, show an approval (approval: manual) and a sync window holding new revisions")
 
@@ -97,7 +108,8 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     examples = Path(args.examples)
     ks_file = examples / "kustomization.yaml"
     if not ks_file.is_file():
-        print(f"error: {ks_file} not found (run from a checkout, or pass --examples DIR)", file=out)
+        print(f"error: {ks_file} not found (pass --examples DIR: a Flux kustomization.yaml and its source)",
+              file=out)
         return 1
     kustomization = yaml.safe_load(ks_file.read_text())
     namespace = kustomization["metadata"]["namespace"]

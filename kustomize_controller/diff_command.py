@@ -45,6 +45,7 @@ from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builde
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity, WorkloadIdentityOptions
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.preview import Preview, PreviewError, PreviewOptions, preview_kustomization
 from kustomize_controller.runtime.clock import RealClock
@@ -176,6 +177,10 @@ async def run_preview(
             no_remote_bases=args.no_remote_bases,
             strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
             sops_age_secret=_age_secret(args.sops_age_secret),
+            # spec.decryption.serviceAccountName as the controller honours it: a TokenRequest with the
+            # caller's credentials; without the gate it fails as the controller would
+            workload_identity=WorkloadIdentity(client=client, cache=None, options=WorkloadIdentityOptions(
+                object_level=gates.enabled("ObjectLevelWorkloadIdentity"), environ=dict(os.environ))),
             engine=ApplySettings(
                 override_managers=tuple(args.override_manager),
                 custom_stage_kinds=parse_group_kind_set(args.custom_apply_stage_kinds),

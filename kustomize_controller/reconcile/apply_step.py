@@ -58,6 +58,7 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import ArtifactNotFoundError, KustomizeError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, BuildResult
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.apply_options import ApplySettings, apply_options
@@ -98,6 +99,8 @@ class ApplyStepOptions:
     engine: ApplySettings = field(default_factory=ApplySettings)  # the flags that shape every apply
     tenancy: TenancyOptions = field(default_factory=TenancyOptions)
     sops_age_secret: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-age-secret)
+    # secret-less credentials of the key services (workload identity, Vault Kubernetes auth)
+    workload_identity: WorkloadIdentity | None = None
     health_interval: float = 5.0
     gate: GateOptions = field(default_factory=GateOptions)  # approval and sync windows (reconcile/gate)
 
@@ -201,11 +204,14 @@ class ApplyStep:
         try:
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
+                identity = self._options.workload_identity
+                workload = None if identity is None else identity.for_kustomization(ks)
                 decryptor = await load_decryptor(
                     client=self._client,
                     namespace=namespace,
                     secret_name=secret_ref.name if secret_ref else None,
                     global_age_secret=self._options.sops_age_secret,
+                    workload=workload,
                 )
             return await self._pipeline.build(
                 checkout, options, decryptor=decryptor, var_source=self._var_source(namespace)

@@ -4,7 +4,8 @@
 building blocks as ``ApplyStep``: read the Kustomization; check out its source artifact (or a local
 directory standing in for it, ``local_root``: the artifact root, in which ``spec.path`` selects the
 directory, exactly as ``kustomize-controller build``); build with the Kustomization's overlays;
-decrypt with its own decryption Secret (and the controller's ``--sops-age-secret`` when given);
+decrypt with its own decryption Secret (and the controller's ``--sops-age-secret`` when given),
+else its ServiceAccount's or the caller's own cloud identity (``options.workload_identity``);
 substitute from its ``substituteFrom``; stamp the owner labels; impersonate its service account (or
 use its remote kubeconfig); then the apply engine's phase A, with the options the apply computes
 (``apply_options.py``: takeover of field managers incl. ``options.engine.override_managers``, ignore
@@ -55,6 +56,7 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import KustomizeError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, Checkout
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.kustomize.substitute import KubeVarSource
 from kustomize_controller.reconcile import conditions
@@ -81,6 +83,8 @@ class PreviewOptions:
     sops_age_secret: tuple[str, str] | None = None
     concurrency: int = 4
     engine: ApplySettings = field(default_factory=ApplySettings)  # the controller's apply flags
+    # a ServiceAccount's identity for decryption (spec.decryption.serviceAccountName), as the reconcile
+    workload_identity: WorkloadIdentity | None = None
     as_applied: bool = False
     """Plan as the apply does (``approve``): in ``drift-detection: warn`` mode, drift that the apply would
     keep is no change. Judged from what the cluster holds — the last applied build digest in the status
@@ -171,9 +175,11 @@ async def preview_kustomization(
             decryptor = None
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
+                identity = options.workload_identity
                 decryptor = await load_decryptor(
                     client=client, namespace=namespace, secret_name=secret_ref.name if secret_ref else None,
                     global_age_secret=options.sops_age_secret,
+                    workload=None if identity is None else identity.for_kustomization(ks),
                 )
                 stack.callback(decryptor.close)
             say(f"building {subject} at {revision}")

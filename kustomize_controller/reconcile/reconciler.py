@@ -136,7 +136,7 @@ class KustomizationReconciler:
     async def reconcile(self, request: Request) -> Result:
         obj = await self._reader.get_kustomization(request.namespace, request.name)
         if obj is None:
-            self._metrics.delete(name=request.name, namespace=request.namespace)
+            self._forget_metrics(name=request.name, namespace=request.namespace)
             return Result()
         try:
             ks = parse_kustomization(obj)
@@ -172,6 +172,13 @@ class KustomizationReconciler:
             await self._finish(ctx)
             return result
 
+    def _forget_metrics(self, *, name: str, namespace: str) -> None:
+        """A deleted Kustomization's series go: Flux's, and its token cache events (as upstream)."""
+        self._metrics.delete(name=name, namespace=namespace)
+        identity = self._options.apply.workload_identity
+        if identity is not None and identity.cache is not None:
+            identity.cache.delete_events_for(kind=KIND, name=name, namespace=namespace)
+
     def _forget_quick_retries(self, ctx: ReconcileContext, request: Request) -> None:
         if not ctx.extra.get(_QUICK_RETRY):
             self._quick_retries.reset((request.namespace, request.name))
@@ -180,11 +187,11 @@ class KustomizationReconciler:
         ks = ctx.ks
         name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
         if ctx.extra.get("gone"):
-            self._metrics.delete(name=name, namespace=namespace)
+            self._forget_metrics(name=name, namespace=namespace)
             return
         await self._finalize_status(ctx)
         if ks.metadata.deletion_timestamp is not None and FINALIZER not in ks.metadata.finalizers:
-            self._metrics.delete(name=name, namespace=namespace)
+            self._forget_metrics(name=name, namespace=namespace)
             return
         self._metrics.record_duration(name=name, namespace=namespace, seconds=ctx.elapsed())
         self._metrics.record_suspend(name=name, namespace=namespace, suspended=ks.spec.suspend)
