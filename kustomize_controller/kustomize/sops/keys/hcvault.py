@@ -66,11 +66,11 @@ class VaultClientConfig:
     namespace: str = ""
     ssl: ssl.SSLContext | bool = True
     server_hostname: str | None = None
-    env_token: str = ""
+    env_token: str = field(default="", repr=False)  # VAULT_TOKEN
     token_file: Path | None = None
     allowlist: str = "all"
     # HTTPS_PROXY/HTTP_PROXY/NO_PROXY (the Go client's http.ProxyFromEnvironment)
-    proxy_env: Mapping[str, str] = field(default_factory=dict)
+    proxy_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # a proxy URL may hold a password
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, home: Path | None = None) -> VaultClientConfig:

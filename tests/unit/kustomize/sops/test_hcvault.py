@@ -302,3 +302,11 @@ async def test_controller_level_kubernetes_auth_through_workload_identity(vault:
     assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
     assert api.token_requests == [("flux-system/kustomize-controller", [vault.url])]
     assert vault.requests[0].body["role"] == "flux-system_kustomize-controller"
+
+
+def test_no_token_or_proxy_password_in_the_repr_of_the_client_config(tmp_path: Path) -> None:
+    config = VaultClientConfig.from_env(
+        {"VAULT_TOKEN": "hvs.ENVTOKEN", "HTTPS_PROXY": "http://user:PR0XYPASS@proxy:3128"}, home=tmp_path)
+    assert config.env_token == "hvs.ENVTOKEN"
+    assert "ENVTOKEN" not in repr(config) and "PR0XYPASS" not in repr(config)
+    assert "ROOTTOKEN" not in repr(StaticVaultToken("ROOTTOKEN"))
