@@ -155,6 +155,10 @@ class Manager:
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
 
+    @property
+    def controllers(self) -> list[Controller]:
+        return list(self._controllers)
+
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 

@@ -35,6 +35,8 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.controller import Request
 from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import FeatureGates, Settings, replace
 from kustomize_controller.testing.apiserver import ApiServer
@@ -64,13 +66,14 @@ class ControllerEnv:
     def namespace(self) -> str:
         return self.cluster.namespace
 
-    async def start(self, **overrides: Any) -> None:
+    async def start(self, *, clock: Clock | None = None, **overrides: Any) -> None:
+        """Run the controller with ``settings`` and ``overrides``; ``clock``: its clock (the real one by default)."""
         from kustomize_controller.app import run_controller
 
         if overrides:
             self.settings = replace(self.settings, **overrides)
         self.task = asyncio.create_task(
-            run_controller(self.settings, handle_signals=False, on_manager=self._set_manager)
+            run_controller(self.settings, clock=clock, handle_signals=False, on_manager=self._set_manager)
         )
 
     def gates(self, **overrides: bool) -> FeatureGates:
@@ -82,6 +85,13 @@ class ControllerEnv:
 
     def _set_manager(self, manager: Manager) -> None:
         self.manager = manager
+
+    def requeued_at(self, name: str = "app") -> float | None:
+        """When the controller's delayed requeue of the Kustomization ``name`` is due (on its clock's
+        ``monotonic()``), or None when none is waiting."""
+        assert self.manager is not None, "controller not started"
+        (controller,) = [c for c in self.manager.controllers if c.name == "kustomization"]
+        return controller.queue.ready_at(Request(namespace=self.namespace, name=name))
 
     async def create_namespace(self, name: str) -> None:
         """Another namespace for this test (it must start with ``<namespace>-``; teardown deletes it)."""
