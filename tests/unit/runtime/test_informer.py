@@ -239,3 +239,18 @@ async def test_cached_objects_carry_no_managed_fields() -> None:
     a = inf.get("ns/a")
     assert a is not None and a["data"] == {"k": "v"} and a["metadata"]["name"] == "a"
     task.cancel()
+
+
+def test_cached_objects_share_their_key_strings_and_lose_managed_fields() -> None:
+    import json
+
+    from kustomize_controller.runtime.informer import _strip
+
+    text = json.dumps({"metadata": {"name": "a", "managedFields": [{"manager": "x"}]},
+                       "status": {"conditions": [{"lastTransitionTime": "t", "type": "Ready"}]}})
+    a, b = _strip(json.loads(text)), _strip(json.loads(text))
+    assert a == b == {"metadata": {"name": "a"},
+                      "status": {"conditions": [{"lastTransitionTime": "t", "type": "Ready"}]}}
+    key_a = next(k for k in a["status"]["conditions"][0] if k == "lastTransitionTime")
+    key_b = next(k for k in b["status"]["conditions"][0] if k == "lastTransitionTime")
+    assert key_a is key_b  # one string for every cached object, not one per decode
