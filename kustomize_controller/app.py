@@ -171,13 +171,17 @@ async def run_controller(
     gates = settings.feature_gates
     config = await load_config(kubeconfig=settings.kubeconfig or None)
     client = KubeClient(config=config, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
-    await _configure_throttling(client, settings)
     try:
-        command = await detect_builder(clock=clock, kustomize_binary=settings.kustomize_binary or None)
-    except Exception as err:
-        _log.error("unable to find a kustomize builder", error=str(err))
-        await client.close()
-        return 1
+        await _configure_throttling(client, settings)
+        try:
+            command = await detect_builder(clock=clock, kustomize_binary=settings.kustomize_binary or None)
+        except Exception as err:
+            _log.error("unable to find a kustomize builder", error=str(err))
+            await client.close()
+            return 1
+    except BaseException:
+        await client.close()  # stopped (or failed) while starting: the client is all there is to release
+        raise
     runtime_namespace = settings.runtime_namespace or config.namespace
     leader = None
     if settings.enable_leader_election:
