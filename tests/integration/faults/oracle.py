@@ -14,7 +14,6 @@ prune, an object deleted that should live, a Kustomization held by its finalizer
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterable
@@ -86,7 +85,7 @@ async def end_state(env: ControllerEnv, kinds: Iterable[tuple[str, str]] = KINDS
 
 
 def differences(expected: State, actual: State) -> list[str]:
-    """What differs, one line per object (empty when equal)."""
+    """What differs, one line per object or fact (empty when equal)."""
     lines = []
     for key in sorted(set(expected) | set(actual)):
         if key not in actual:
@@ -108,16 +107,3 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
             if x != y:
                 return _first_difference(x, y, f"{path}[{i}]")
     return f"{path}: expected {json.dumps(a)}, got {json.dumps(b)}"
-
-
-async def converge(env: ControllerEnv, expected: State, *, within: float = 45.0,
-                   kinds: Iterable[tuple[str, str]] = KINDS) -> list[str]:
-    """Poll until the end state equals ``expected``; the differences left when ``within`` runs out (the
-    bound is a deadline for convergence, not a performance assertion)."""
-    kinds = tuple(kinds)
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        diff = differences(expected, await end_state(env, kinds))
-        if not diff or asyncio.get_running_loop().time() >= deadline:
-            return diff
-        await asyncio.sleep(0.2)

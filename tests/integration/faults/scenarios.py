@@ -9,11 +9,16 @@ from datetime import timedelta
 from typing import Any
 
 from kustomize_controller.api.drift import DRIFT_DETECTION_ANNOTATION
-from tests.integration.controller.conftest import KS_API, condition
+from kustomize_controller.conversion.webhook import SECRET_NAME
+from kustomize_controller.kube.errors import AlreadyExistsError, KubeError, NotFoundError
+from tests.integration.controller.conftest import condition
 from tests.integration.controller.manifests import configmap, deployment, kustomization
 from tests.integration.controller.test_sops import SOPS_DATA
 from tests.integration.faults.harness import Scenario, ScenarioRun, until
+from tests.integration.faults.oracle import KINDS, State
 
+GROUP = "kustomize.toolkit.fluxcd.io"
+V1BETA2 = f"{GROUP}/v1beta2"
 RECONCILED = "t-1"  # the requestedAt token of scenarios that ask for a reconcile (a fixed value: compared)
 
 
@@ -142,5 +147,50 @@ DRIFT_WARN = Scenario("drift-warn", drift_warn)
 SOPS = Scenario("sops", sops)
 HANDOVER = Scenario("handover", handover, standby=True, settings=LEADER_ELECTION)
 
-__all__ = ["CREATE", "DELETE", "DEPENDENCIES", "DRIFT_WARN", "HANDOVER", "HEALTH", "KS_API", "ORPHAN",
-           "REVISION", "SOPS"]
+
+
+async def webhook(run: ScenarioRun) -> None:
+    """The conversion webhook issues its certificate and points the CRD at itself; a user creates a
+    Kustomization through v1beta2 (converted by that webhook), retrying while no webhook answers (after
+    a crash, until the restarted controller has pointed the CRD at itself)."""
+    env = run.env
+    artifact = await env.publish({"a.yaml": configmap("a")})
+    await run.start(webhook_addr="127.0.0.1:0", webhook_url="auto")
+    old = {"apiVersion": V1BETA2, "kind": "Kustomization", "metadata": {"name": "app", "namespace": env.namespace},
+           "spec": {"interval": "10m", "prune": True, "validation": "client", "targetNamespace": env.namespace,
+                    "sourceRef": {"kind": "GitRepository", "name": "repo"}}}
+
+    async def created() -> bool:
+        try:
+            await env.create(old)
+        except AlreadyExistsError:
+            return True  # an earlier attempt was stored
+        except KubeError:
+            return False  # conversion webhook unreachable
+        return True
+
+    await until(created, what="create through v1beta2")
+    await env.wait_ready(revision=artifact["revision"], within=45)
+
+
+async def webhook_facts(run: ScenarioRun) -> State:
+    """The certificate Secret (its random keys left out), whether the CRD trusts its CA, and whether the
+    Kustomization reads through v1beta2 (the CRD points at a live webhook)."""
+    env = run.env
+    try:
+        secret = await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
+    except NotFoundError:
+        return {"@webhook": None}
+    crd = await env.client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"kustomizations.{GROUP}")
+    config = crd["spec"].get("conversion", {}).get("webhook", {}).get("clientConfig", {})
+    trusted = base64.b64decode(secret["data"]["ca.crt"]) == base64.b64decode(config.get("caBundle", ""))
+    try:
+        readable = (await env.client.get(V1BETA2, "Kustomization", "app", env.namespace))["apiVersion"] == V1BETA2
+    except KubeError:
+        readable = False
+    return {"@webhook": {"type": secret.get("type"), "keys": sorted(secret.get("data") or {}),
+                         "labels": (secret["metadata"].get("labels") or {}), "crd_trusts_ca": trusted,
+                         "v1beta2_readable": readable}}
+
+
+WEBHOOK = Scenario("webhook", webhook, kinds=tuple(k for k in KINDS if k[1] != "Secret"), extra=webhook_facts)
