@@ -384,7 +384,7 @@ class Api:
                                     limit=None, continue_token=None, exact_resource_version=rv)
         if not listed["items"]:
             raise errors.not_found(rt.plural, rt.group, name)
-        item = listed["items"][0]
+        item = {"kind": rt.kind, **listed["items"][0]}  # list items of built-in kinds carry no kind
         if versioned is not None:
             item = (await versioned.out(rt, [item]))[0]
         return json_response(with_version(item, rt))
