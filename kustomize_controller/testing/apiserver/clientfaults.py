@@ -24,7 +24,8 @@ Contract (every rule is about one user; nothing here touches other users' reques
   or ``t`` seconds have passed since it was first offered, whichever comes first — delayed, never
   reordered or lost, as a cache that catches up. The streams send no BOOKMARK (its resourceVersion would
   overtake held events). LIST and GET with ``resourceVersion=0`` (which a real server answers from its
-  watch cache) see the state ``n`` writes ago (bounded by the history kept); a consistent read
+  watch cache) see the state ``n`` writes ago (bounded by the history kept), and so does the initial list
+  of a ``resourceVersion=0`` watch (the events since follow, held as above); a consistent read
   (``resourceVersion`` unset) is current, as a real server's is (from etcd, or from a cache that first
   catches up).
 - ``stats(user)`` counts what was done: writes, events delivered, dropped and held, stale reads.

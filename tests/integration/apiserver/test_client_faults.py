@@ -106,3 +106,16 @@ async def test_a_lagging_cache_delays_events_and_answers_rv0_reads_from_the_past
         assert len(fresh["items"]) == 2
     assert server.client_faults.stats("ctl").stale_reads == 2
     assert server.client_faults.stats("ctl").held >= 1
+
+
+async def test_a_lagging_cache_starts_a_rv0_watch_in_the_past(cluster: ClusterHandle) -> None:
+    server = cluster.require_server()
+    ns = cluster.namespace
+    server.client_faults.lag("ctl", writes=1, seconds=0.5)
+    async with cluster.session() as admin, as_user(cluster, "ctl") as http:
+        _, a = await call(admin, "POST", cm_path(ns), body=configmap("a", {"v": "1"}))
+        await call(admin, "PUT", cm_path(ns, "a"), body={**a, "data": {"v": "2"}})
+        events = await read_watch(http, cm_path(ns), {"timeoutSeconds": "10", "resourceVersion": "0"}, until=2)
+    # the initial list one write behind, then that write (held at most 0.5 s: nothing follows it)
+    assert [(e["type"], e["object"]["data"]) for e in events] == [("ADDED", {"v": "1"}), ("MODIFIED", {"v": "2"})]
+    assert server.client_faults.stats("ctl").stale_reads == 1
