@@ -48,7 +48,7 @@ class Instance:
     """One more controller process of a test (leader election, crash and restart), running as its own
     user so that the API's request log and client faults (``server.client_faults``) tell it apart."""
 
-    def __init__(self, settings: Settings, user: str) -> None:
+    def __init__(self, settings: Settings, user: str = "") -> None:
         self.settings = settings
         self.user = user
         self.manager: Manager | None = None

@@ -19,7 +19,7 @@ import pytest
 from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.settings import replace
-from tests.integration.controller.conftest import ControllerEnv
+from tests.integration.controller.conftest import ControllerEnv, Instance
 
 pytestmark = pytest.mark.integration
 
@@ -179,8 +179,6 @@ def _free_port() -> int:
 
 
 async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: ControllerEnv) -> None:
-    from tests.integration.controller.test_leader_election import Instance
-
     env.cluster.require_server()
     leader_port, standby_port = _free_port(), _free_port()
     base = replace(env.settings, enable_leader_election=True, webhook_url="auto")
