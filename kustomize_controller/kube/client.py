@@ -42,9 +42,8 @@ import kustomize_controller
 from kustomize_controller.kube.config import ClientConfig, NoAuth, StaticToken
 from kustomize_controller.kube.discovery import ResourceInfo, RestMapper
 from kustomize_controller.kube.errors import ApiError, TransportError, api_error_from_status
-from kustomize_controller.kube.flowcontrol import Throttling
 from kustomize_controller.kube.metrics import RestClientMetrics
-from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, TokenBucket
+from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, Throttling, TokenBucket
 from kustomize_controller.kube.transport import AiohttpTransport, HttpRequest, Timeout, Transport
 
 PatchType = Literal["merge", "json", "strategic", "apply"]

@@ -34,34 +34,34 @@ restart; a remote server's decision is re-probed after ``ttl``). A remote server
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping
+from typing import Protocol
 
+from kustomize_controller.kube.config import ClientConfig
 from kustomize_controller.kube.errors import KubeError
-from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock
-
-if TYPE_CHECKING:
-    from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, Throttling
 
 FLOW_SCHEMA_UID_HEADER = "X-Kubernetes-PF-FlowSchema-UID"
 PRIORITY_LEVEL_UID_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 PING_PATH = "/livez/ping"
 PROBE_TIMEOUT = 5.0  # seconds; ordinary requests have 30
 
-Mode = Literal["priority-and-fairness", "client-side", "none"]
 
 
-@dataclass(frozen=True)
-class Throttling:
-    """What a client does before each request: ``mode`` and the bucket's limits (−1: no bucket)."""
+class ProbedClient(Protocol):
+    """What the probe needs of a client (``kube.client.KubeClient`` is one). Structural, so that the
+    client, which takes the decision, does not have to be known here: the decision is injected into it
+    through ``set_throttling``."""
 
-    mode: Mode
-    qps: float
-    burst: int
-    probe_error: str = ""  # why the probe found no answer (the flags then apply)
+    @property
+    def config(self) -> ClientConfig: ...
+
+    async def probe(self, path: str, *, request_timeout: float) -> tuple[int, Mapping[str, str]]: ...
+
+    def set_throttling(self, throttling: Throttling) -> None: ...
 
 
-async def priority_and_fairness_enabled(client: KubeClient) -> bool:
+async def priority_and_fairness_enabled(client: ProbedClient) -> bool:
     """Whether the server answers ``/livez/ping`` with a flow-control header (``KubeError`` when it
     gives no usable answer)."""
     # the status does not matter: a server that refuses the ping (403 on a locked-down cluster) has
@@ -81,7 +81,7 @@ def decide(*, apf: bool, qps: float, burst: int, probe_error: str = "") -> Throt
     return Throttling(mode="client-side", qps=qps, burst=burst, probe_error=probe_error)
 
 
-async def detect(client: KubeClient, *, qps: float, burst: int) -> Throttling:
+async def detect(client: ProbedClient, *, qps: float, burst: int) -> Throttling:
     """Probe the server of ``client`` and decide (no side effect on the client)."""
     try:
         apf = await priority_and_fairness_enabled(client)
@@ -90,7 +90,7 @@ async def detect(client: KubeClient, *, qps: float, burst: int) -> Throttling:
     return decide(apf=apf, qps=qps, burst=burst)
 
 
-async def configure_throttling(client: KubeClient, *, qps: float, burst: int) -> Throttling:
+async def configure_throttling(client: ProbedClient, *, qps: float, burst: int) -> Throttling:
     """Probe, then set the client's (shared) bucket accordingly; see the module contract."""
     throttling = await detect(client, qps=qps, burst=burst)
     client.set_throttling(throttling)
@@ -133,7 +133,7 @@ class ThrottlingCache:
         ttl = self._unanswered_ttl if throttling.probe_error else self._ttl
         self._entries[key] = (self._clock.monotonic() + ttl, throttling)
 
-    async def configure(self, client: KubeClient) -> tuple[Throttling, bool]:
+    async def configure(self, client: ProbedClient) -> tuple[Throttling, bool]:
         """Configure ``client`` for its server; the flag says whether the server was probed just now."""
         key = client.config.server
         lock, users = self._probing.get(key) or (asyncio.Lock(), 0)
@@ -159,6 +159,7 @@ __all__ = [
     "FLOW_SCHEMA_UID_HEADER",
     "PRIORITY_LEVEL_UID_HEADER",
     "PROBE_TIMEOUT",
+    "ProbedClient",
     "Throttling",
     "ThrottlingCache",
     "configure_throttling",

@@ -17,7 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+Mode = Literal["priority-and-fairness", "client-side", "none"]
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """What a client does before each request: ``mode`` and the bucket's limits (−1: no bucket).
+    Decided by ``kube.flowcontrol`` and handed to the client (``KubeClient.set_throttling``)."""
+
+    mode: Mode
+    qps: float
+    burst: int
+    probe_error: str = ""  # why the probe found no answer (the flags then apply)
 
 
 class MonotonicClock(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
-from kustomize_controller.app import _wire_dependents
+from kustomize_controller.app.watches import wire_dependents
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
 from kustomize_controller.runtime.clock import FakeClock
@@ -42,7 +42,7 @@ def wired() -> tuple[Informer, Controller]:
     informer = Informer(client=client, api_version=API_VERSION, kind=KIND, clock=clock, rng=random.Random(0))
     controller = Controller(name="kustomization", reconciler=_Idle(), clock=clock,
                             metrics=RuntimeMetrics(clock=clock, registry=CollectorRegistry()))
-    _wire_dependents(controller, informer)
+    wire_dependents(controller, informer)
     return informer, controller
 
 
