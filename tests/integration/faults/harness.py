@@ -40,7 +40,7 @@ from tests.integration.faults.oracle import KINDS, State, differences, end_state
 EXHAUSTIVE = os.environ.get("FAULTS_EXHAUSTIVE", "") not in ("", "0")
 FAULT_KINDS = ("crash", "close", "expire", "lag")
 # points sampled per fault kind in CI (every point with FAULTS_EXHAUSTIVE=1)
-SAMPLE = {"crash": 3, "close": 1, "expire": 2, "lag": 1}
+SAMPLE = {"crash": 3, "close": 1, "expire": 1, "lag": 1}
 LAGS = (1, 2, 3, 5)
 LAG_SECONDS = 2.0
 CONVERGE_WITHIN = 45.0
