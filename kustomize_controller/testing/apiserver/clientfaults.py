@@ -19,10 +19,11 @@ Contract (every rule is about one user; nothing here touches other users' reques
   longer holds it (a reflector relists: the object's current state is seen, the event's own state and any
   intermediate one never are, a deletion arrives as a tombstone). A real server never drops an event
   silently from an open stream, so neither does this.
-- ``lag(user, writes=n, seconds=t)``: the user's watches are served from a watch cache ``n`` writes behind
-  etcd (after an API server fail-over, say): an event is held until ``n`` further writes have been stored
-  or ``t`` seconds have passed since it was first offered, whichever comes first — delayed, never
-  reordered or lost, as a cache that catches up. The streams send no BOOKMARK (its resourceVersion would
+- ``lag(user, writes=n, seconds=t, resources=None)``: the user's watches (of ``resources``, plurals; None:
+  all) are served from a watch cache ``n`` writes behind etcd (after an API server fail-over, say; a real
+  server has one cache per resource, each lagging on its own): an event is held until ``n`` further writes
+  have been stored or ``t`` seconds have passed since it was first offered, whichever comes first —
+  delayed, never reordered or lost, as a cache that catches up. The streams send no BOOKMARK (its resourceVersion would
   overtake held events). LIST and GET with ``resourceVersion=0`` (which a real server answers from its
   watch cache) see the state ``n`` writes ago (bounded by the history kept), and so does the initial list
   of a ``resourceVersion=0`` watch (the events since follow, held as above); a consistent read
@@ -65,24 +66,29 @@ class _Rules:
     then: Then = "close"
     lag_writes: int = 0
     lag_seconds: float = 0.0
+    lag_resources: frozenset[str] | None = None
     cut: bool = False
     stats: ClientStats = field(default_factory=ClientStats)
     # open connections (asyncio transports) and watch-stream closers, cut at a crash
     transports: set[asyncio.Transport] = field(default_factory=set)
     closers: set[Callable[[], None]] = field(default_factory=set)
 
+    def lags(self, resource: str) -> bool:
+        return self.lag_writes > 0 and (self.lag_resources is None or resource in self.lag_resources)
+
 
 class WatchTap:
     """What one watch stream of a faulted user asks before sending each event (see the module contract)."""
 
-    def __init__(self, rules: _Rules, current_rv: Callable[[], int]) -> None:
+    def __init__(self, rules: _Rules, resource: str, current_rv: Callable[[], int]) -> None:
         self._rules = rules
+        self._lags = rules.lags(resource)
         self._current_rv = current_rv
         self._first_offered: dict[int, float] = {}
 
     @property
     def bookmarks(self) -> bool:
-        return self._rules.lag_writes <= 0
+        return not self._lags
 
     def _behind_cut(self) -> bool:
         return self._rules.cut  # the client crashed while an event was held
@@ -96,7 +102,7 @@ class WatchTap:
         rules = self._rules
         if rules.cut:
             return CLOSE
-        if rules.lag_writes > 0:
+        if self._lags:
             first = self._first_offered.setdefault(rv, time.monotonic())
             if self._behind(rv, first):
                 rules.stats.held += 1
@@ -139,9 +145,9 @@ class ClientFaults:
         rules = self._for(user)
         rules.drop_at, rules.then = index, then
 
-    def lag(self, user: str, *, writes: int, seconds: float) -> None:
+    def lag(self, user: str, *, writes: int, seconds: float, resources: frozenset[str] | None = None) -> None:
         rules = self._for(user)
-        rules.lag_writes, rules.lag_seconds = writes, seconds
+        rules.lag_writes, rules.lag_seconds, rules.lag_resources = writes, seconds, resources
 
     def watch(self, user: str) -> None:
         """Count ``user``'s writes and events without faulting it (for a fault-free recording)."""
@@ -200,22 +206,23 @@ class ClientFaults:
             if rules.on_crash is not None:
                 rules.on_crash()
 
-    def tap(self, user: str, current_rv: Callable[[], int], close: Callable[[], None]) -> WatchTap | None:
+    def tap(self, user: str, resource: str, current_rv: Callable[[], int], close: Callable[[], None]
+            ) -> WatchTap | None:
         rules = self._rules.get(user)
         if rules is None:
             return None
         rules.closers.add(close)
-        return WatchTap(rules, current_rv)
+        return WatchTap(rules, resource, current_rv)
 
     def untap(self, user: str, close: Callable[[], None]) -> None:
         rules = self._rules.get(user)
         if rules is not None:
             rules.closers.discard(close)
 
-    def stale_resource_version(self, user: str, current: int, oldest: int) -> int | None:
+    def stale_resource_version(self, user: str, resource: str, current: int, oldest: int) -> int | None:
         """The resourceVersion a ``resourceVersion=0`` read of ``user`` is answered at (None: current)."""
         rules = self._rules.get(user)
-        if rules is None or rules.lag_writes <= 0:
+        if rules is None or not rules.lags(resource):
             return None
         rules.stats.stale_reads += 1
         return max(oldest, current - rules.lag_writes)

@@ -275,7 +275,7 @@ class Api:
         manager = q.get("fieldManager") or _manager_from_agent(request.headers.get("User-Agent", ""))
         versioned = self.versioned if self.versioned.applies(rt) else None
         if verb == "get":
-            stale = self._stale_version(user) if q.get("resourceVersion") == "0" else None
+            stale = self._stale_version(user, rt.plural) if q.get("resourceVersion") == "0" else None
             if stale is not None:
                 return await self._stale_get(rt, namespace, target.name or "", stale, versioned)
             if versioned is not None:
@@ -302,7 +302,7 @@ class Api:
             if q.get("resourceVersionMatch") == "Exact" and verb == "list":
                 exact = _int(q.get("resourceVersion"), "resourceVersion")
             elif q.get("resourceVersion") == "0" and verb == "list" and not q.get("continue"):
-                exact = self._stale_version(user)
+                exact = self._stale_version(user, rt.plural)
             listed = reads.list_objects(cluster, rt, target.namespace, labels=labels, fields=fields,
                                         limit=limit if limit else None, continue_token=q.get("continue"),
                                         exact_resource_version=exact)
@@ -369,9 +369,9 @@ class Api:
         body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
         return json_response(body)
 
-    def _stale_version(self, user: UserInfo) -> int | None:
+    def _stale_version(self, user: UserInfo, resource: str) -> int | None:
         storage = self.cluster.storage
-        return self.client_faults.stale_resource_version(user.name, storage.resource_version,
+        return self.client_faults.stale_resource_version(user.name, resource, storage.resource_version,
                                                          storage.oldest_watchable)
 
     async def _stale_get(self, rt: Any, namespace: str, name: str, rv: int,

@@ -113,7 +113,8 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest,
     # a faulted client's lagging watch cache (clientfaults.py) starts a resourceVersion=0 watch in the past
     stale = None
     if synthetic and not req.send_initial_events and client_faults is not None:
-        stale = client_faults.stale_resource_version(req.user, storage.resource_version, storage.oldest_watchable)
+        stale = client_faults.stale_resource_version(req.user, rt.plural, storage.resource_version,
+                                                     storage.oldest_watchable)
     registered = storage.watch(rt.storage_key, req.namespace, since if stale is None else stale, accepts)
     if registered is None:
         await response.write(_line("ERROR", gone_expired(
@@ -121,7 +122,7 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest,
         await response.write_eof()
         return response
     watcher, backlog = registered
-    tap = None if client_faults is None else client_faults.tap(req.user, lambda: storage.resource_version,
+    tap = None if client_faults is None else client_faults.tap(req.user, rt.plural, lambda: storage.resource_version,
                                                                watcher.close)
     try:
         if synthetic:

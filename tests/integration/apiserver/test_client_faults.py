@@ -84,7 +84,7 @@ async def test_a_dropped_event_ends_the_stream_there(cluster: ClusterHandle, the
 async def test_a_lagging_cache_delays_events_and_answers_rv0_reads_from_the_past(cluster: ClusterHandle) -> None:
     server = cluster.require_server()
     ns = cluster.namespace
-    server.client_faults.lag("ctl", writes=2, seconds=30.0)
+    server.client_faults.lag("ctl", writes=2, seconds=30.0, resources=frozenset({"configmaps"}))
     async with cluster.session() as admin, as_user(cluster, "ctl") as http:
         _, a = await call(admin, "POST", cm_path(ns), body=configmap("a", {"v": "1"}))
         watch = asyncio.create_task(read_watch(http, cm_path(ns), {
@@ -104,6 +104,10 @@ async def test_a_lagging_cache_delays_events_and_answers_rv0_reads_from_the_past
         assert [i["metadata"]["name"] for i in current["items"]] == ["a", "b"]
         _, fresh = await call(admin, "GET", cm_path(ns), params={"resourceVersion": "0"})  # other users
         assert len(fresh["items"]) == 2
+        await call(admin, "POST", f"/api/v1/namespaces/{ns}/secrets",
+                   body={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}})
+        _, secrets = await call(http, "GET", f"/api/v1/namespaces/{ns}/secrets", params={"resourceVersion": "0"})
+        assert [i["metadata"]["name"] for i in secrets["items"]] == ["s"]  # another resource's cache: current
     assert server.client_faults.stats("ctl").stale_reads == 2
     assert server.client_faults.stats("ctl").held >= 1
 
