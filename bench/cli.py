@@ -3,7 +3,8 @@
 Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new revision + no-op
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
 Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
-the kubectl baseline at 100 (serial and 4 at a time). ``--quick`` is a few-minute smoke run.
+the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
+(issue 23). ``--quick`` is a few-minute smoke run.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
@@ -22,9 +23,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import health_waits, monorepo, report, request_counts, scenarios, workload
+from bench import health_waits, key_services, monorepo, report, request_counts, scenarios, workload
 
-ALL = ("cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain")
+ALL = (
+    "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
+)
 
 
 def _sizes(text: str) -> list[int]:
@@ -154,6 +157,11 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "chain" in wanted:
         for variant in health_waits.plan_variants(health_waits.CHAIN_VARIANTS, quick=p["quick"]):
             await record("chain", 10, lambda m, v=variant: health_waits.chain(cfg, v, into=m))
+    # issue 23: the first decryption with each cloud key service (loopback servers), and a controller
+    # that never meets a cloud key does not load them
+    if "keyservices" in wanted:
+        await record("keyservices", len(key_services.PROVIDERS),
+                     lambda m: key_services.key_services(workdir, into=m))
     return results
 
 

@@ -90,12 +90,17 @@ def _crd_files() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def crds(kubeconfig: str) -> Iterator[list[str]]:
-    """Install the CRDs the cluster lacks; yield the names of those installed here, delete them after."""
+    """Install the CRDs the cluster lacks; yield the names of those installed here, delete them after.
+    One of ours still terminating (an earlier run's removal) is waited out first: it serves no creates."""
+    files = {next(line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
+                  if line.startswith("  name:")): path for path in _crd_files()}
+    for crd in json.loads(_kubectl_sync(kubeconfig, "get", "crd", "-o", "json"))["items"]:
+        if crd["metadata"]["name"] in files and crd["metadata"].get("deletionTimestamp"):
+            _kubectl_sync(kubeconfig, "wait", f"crd/{crd['metadata']['name']}", "--for=delete", "--timeout=120s",
+                          timeout=180)
     present = set(_kubectl_sync(kubeconfig, "get", "crd", "-o", "name").split())
     installed: list[str] = []
-    for path in _crd_files():
-        text = path.read_text()
-        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("  name:"))
+    for name, path in files.items():
         if f"customresourcedefinition.apiextensions.k8s.io/{name}" in present:
             continue
         _kubectl_sync(kubeconfig, "apply", "--server-side", "--field-manager=e2e", "--validate=false", "-f", str(path))

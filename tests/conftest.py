@@ -11,6 +11,10 @@ each test gets:
 - ``cluster.url``, ``cluster.token`` (None when a real kubeconfig authenticates otherwise),
   ``cluster.kubeconfig_path``, ``cluster.server`` (the ``ApiServer``, None on a real cluster — tests that
   need fault injection or history compaction skip then), and ``cluster.session()`` for plain aiohttp calls.
+
+Every test must leave the cluster as it found it (tests/leakcheck.py): after a test, its namespace is
+deleted and what it left of the cluster-scoped kinds is found — at once on the embedded server (the test's
+teardown fails), at the end of the session after a bounded wait on a real cluster (the session fails).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from kustomize_controller.testing.apiserver import ApiServer
+from tests import leakcheck
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
@@ -44,6 +49,7 @@ class ClusterHandle:
     server: ApiServer | None
     ssl_context: ssl.SSLContext | None = None
     crds: list[str] = field(default_factory=list)
+    embedded_only: bool = False  # the test called require_server(): no leak check (tests/leakcheck.py)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -57,6 +63,7 @@ class ClusterHandle:
 
     def require_server(self) -> ApiServer:
         """The embedded server; skips the test on a real cluster."""
+        self.embedded_only = True
         if self.server is None:
             pytest.skip("needs the embedded API server (fault injection / history control)")
         return self.server
@@ -142,13 +149,32 @@ async def _real_cluster(kubeconfig: str, namespace: str) -> ClusterHandle:
 
 
 @pytest.fixture(scope="session")
-def suite_crds() -> Iterator[set[str]]:
+def leak_tracker() -> Iterator[leakcheck.LeakTracker]:
+    """On a real cluster, what each test created; checked last, once the session's CRDs are deleted."""
+    tracker = leakcheck.LeakTracker()
+    yield tracker
+    kubeconfig = os.environ.get("TEST_KUBECONFIG")
+    if kubeconfig and tracker.created:
+        lines = asyncio.run(_leftovers(kubeconfig, tracker))
+        if lines:
+            raise AssertionError(f"the session left the cluster changed ({leakcheck.WAIT_SECONDS:.0f} s after its "
+                                 "end):\n" + "\n".join(f"  {line}" for line in lines))
+
+
+async def _leftovers(kubeconfig: str, tracker: leakcheck.LeakTracker) -> list[str]:
+    return await tracker.leftovers(await _real_cluster(kubeconfig, ""))
+
+
+@pytest.fixture(scope="session")
+def suite_crds(leak_tracker: leakcheck.LeakTracker) -> Iterator[set[str]]:
     """On a real cluster, the CRDs this session installed (the cluster lacked them): deleted at its end,
     so that a run leaves the cluster as it found it."""
     created: set[str] = set()
     yield created
     kubeconfig = os.environ.get("TEST_KUBECONFIG")
     if kubeconfig and created:
+        leak_tracker.record("the session (CRDs the cluster lacked)",
+                            (("CustomResourceDefinition", name) for name in created))
         asyncio.run(_delete_crds(kubeconfig, sorted(created)))
 
 
@@ -160,23 +186,35 @@ async def _delete_crds(kubeconfig: str, names: list[str]) -> None:
                 pass
 
 
+async def _delete_namespace(handle: ClusterHandle) -> None:
+    async with handle.session() as http, http.delete(f"/api/v1/namespaces/{handle.namespace}"):
+        pass
+
+
 @pytest.fixture
-async def cluster(crd_documents: list[dict[str, Any]], suite_crds: set[str]) -> AsyncIterator[ClusterHandle]:
+async def cluster(request: pytest.FixtureRequest, crd_documents: list[dict[str, Any]], suite_crds: set[str],
+                  leak_tracker: leakcheck.LeakTracker) -> AsyncIterator[ClusterHandle]:
     namespace = f"t-{secrets.token_hex(5)}"
     kubeconfig = os.environ.get("TEST_KUBECONFIG")
     if kubeconfig:
         handle = await _real_cluster(kubeconfig, namespace)
         await _install_crds(handle, crd_documents, created=suite_crds)
         await _create_namespace(handle)
+        before = await leakcheck.snapshot(handle)
         try:
             yield handle
         finally:
-            async with handle.session() as http, http.delete(f"/api/v1/namespaces/{namespace}"):
-                pass
+            await _delete_namespace(handle)
+            left = await leakcheck.snapshot(handle)
+            leak_tracker.record(request.node.nodeid, (left - before) | {("Namespace", namespace)})
         return
     async with ApiServer() as server:
         handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,
                                namespace=namespace, server=server, ssl_context=server.ssl_context())
         await _install_crds(handle, crd_documents)
         await _create_namespace(handle)
+        before = await leakcheck.snapshot(handle)
         yield handle
+        if not handle.embedded_only and server.serving:
+            await _delete_namespace(handle)
+            await leakcheck.raise_if_left(handle, request.node.nodeid, before)

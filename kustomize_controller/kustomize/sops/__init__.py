@@ -1,12 +1,14 @@
-"""SOPS decryption without the sops binary: age (X25519, SSH) and OpenPGP master keys, the YAML,
-JSON, dotenv, INI and binary stores, whole objects, Secret fields and kustomize sources.
+"""SOPS decryption without the sops binary: age (X25519, SSH), OpenPGP, AWS KMS, GCP KMS and Azure
+Key Vault master keys, the YAML, JSON, dotenv, INI and binary stores, whole objects, Secret fields
+and kustomize sources.
 
 Public surface: :class:`SopsDecryptor` (the build pipeline's ``Decryptor``), :func:`load_decryptor`
 (its keys fetched from the cluster), the exception tree
 in :mod:`.errors`, and the helpers the reconciler needs around it (:func:`is_encrypted_secret`,
 :func:`is_decryption_disabled`). Modules, one concept each: ``formats`` (which store),
 ``cipher`` (one ``ENC[…]`` value), ``tree`` (walk, rules, MAC), ``metadata`` (the ``sops``
-block), ``stores/`` (file formats), ``keys/`` (age, PGP, Shamir, the keyring), ``document`` (one
+block), ``stores/`` (file formats), ``keys/`` (age, PGP, Shamir, the keyring, the remote key services
+and their credentials), ``document`` (one
 document end to end), ``sources`` (kustomization walk before the build), ``decryptor``,
 ``loader`` (keys from the cluster, as upstream's ``ImportKeys``).
 """

@@ -17,6 +17,9 @@ Contract:
   pipeline prefixes ``error decrypting sources: `` and ``decryption failed for
   '<Kind.version.group>/<name>': `` (``pipeline.Decryptor``'s contract).
 - Limits: 5 MiB per encrypted file or embedded document.
+- ``cache_identity`` (the build cache's view of the keys) digests the decryption Secret's data and,
+  with object-level credentials, their ``Credentials.identity``; the controller's own identity is
+  the same for every build. A build served from the cache does not ask a key service again.
 - Keys come from the constructor (or ``loader.load_decryptor``); ``close()`` (or ``with``)
   removes the temporary GNUPGHOME. One instance per reconcile; not thread-safe (the pipeline
   calls it from worker threads, one call at a time). Recovered data keys are cached for the
@@ -26,6 +29,7 @@ Contract:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from kustomize_controller.kustomize.sops.document import decrypt_bytes, decrypt_mapping
 from kustomize_controller.kustomize.sops.errors import SopsError
 from kustomize_controller.kustomize.sops.formats import Format, detect_format, format_for_path
+from kustomize_controller.kustomize.sops.keys.credentials import Credentials
 from kustomize_controller.kustomize.sops.keys.keyring import KeyRing
 from kustomize_controller.kustomize.sops.sources import SourceWalker
 
@@ -113,23 +118,35 @@ class SopsDecryptor:
         verify_mac: bool = True,
         secret_label: str = "decryption Secret",
         global_secret_label: str = "global age Secret",
+        workload: Credentials | None = None,
+        environ: Mapping[str, str] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> SopsDecryptor:
         """Keys from the ``decryption.secretRef`` Secret data and the ``--sops-age-secret`` data.
 
         From the global data only ``*.agekey`` entries are used. The labels name the Secrets in
-        import errors. Raises ``SopsFormatError`` for a malformed age key.
+        import errors. Raises ``SopsFormatError`` for a malformed age key or cloud credential.
+        ``workload``, ``environ`` and ``loop`` go to the key services (``keys/keyring.py``).
         """
         keyring = KeyRing.from_secret_data(
             data,
             global_age_keys=global_age_keys,
             secret_label=secret_label,
             global_secret_label=global_secret_label,
+            workload=workload,
+            environ=environ,
+            loop=loop,
         )
         h = hashlib.sha256()
         for label, source in (("secret", data), ("global", global_age_keys or {})):
             for key in sorted(source):
                 h.update(f"{label}\0{key}\0{len(source[key])}\0".encode() + source[key])
-        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=h.hexdigest())
+        # Builds decrypted with someone's workload identity are only shared with builds of the same
+        # identity; credentials that do not say whose they are make the build uncacheable.
+        digest: str | None = h.hexdigest()
+        if workload is not None and (workload.aws or workload.gcp or workload.azure or workload.vault):
+            digest = f"{digest}:{workload.identity}" if workload.identity else None
+        return cls(keyring=keyring, max_file_size=max_file_size, verify_mac=verify_mac, key_digest=digest)
 
     def close(self) -> None:
         self._keyring.close()

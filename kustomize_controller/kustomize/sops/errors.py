@@ -5,8 +5,9 @@
         ├── SopsFormatError            the input is not a readable SOPS document (bad metadata, bad ENC value)
         ├── SopsIntegrityError         authentication failed: AES-GCM tag, MAC mismatch
         ├── SopsKeyError               no available key could recover the data key
+        │   └── CredentialError        (keys/credentials.py) a key service's credentials could not be had
         └── SopsUnsupportedError       the document needs a key kind this controller cannot use
-                                       (KMS, Vault, post-quantum age, age plugins)
+                                       (HuaweiCloud KMS, post-quantum age, age plugins)
 
 All of them are terminal for the reconcile that hit them: retrying with the same inputs gives the
 same answer. The build pipeline re-raises them as ``DecryptionError`` with its prefix

@@ -12,18 +12,26 @@ Contract:
   ``cannot get sops decryption Secret '<ns>/<name>': …`` (``cannot get sops SOPS age decryption
   Secret …`` for the global one). Transport errors are not retried here: the reconcile fails and
   is retried after ``retryInterval``, as upstream.
+- Remote key services: credentials from the Secret first, then ``workload`` (object-level
+  credentials of the chosen ServiceAccount, when the caller built them), then the controller's
+  own environment (``environ``, by default a snapshot of the process environment taken now).
+  Key services run on the calling event loop.
 - The caller owns the returned decryptor and must ``close()`` it (or use ``with``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import os
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.sops.decryptor import MAX_ENCRYPTED_FILE_SIZE, SopsDecryptor
 from kustomize_controller.kustomize.sops.errors import SopsError, SopsFormatError
+from kustomize_controller.kustomize.sops.keys.credentials import Credentials
 
 
 class SecretReader(Protocol):
@@ -57,6 +65,8 @@ async def load_decryptor(
     global_age_secret: tuple[str, str] | None = None,
     max_file_size: int = MAX_ENCRYPTED_FILE_SIZE,
     verify_mac: bool = True,
+    workload: Credentials | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> SopsDecryptor:
     """Build the ``SopsDecryptor`` of one reconcile.
 
@@ -64,17 +74,27 @@ async def load_decryptor(
     name (``None`` when unset); ``global_age_secret``: ``(namespace, name)`` of
     ``--sops-age-secret`` in ``RUNTIME_NAMESPACE``, ``None`` when the flag is unset.
     """
+    remote: dict[str, Any] = {
+        "workload": workload,
+        "environ": dict(os.environ if environ is None else environ),
+        "loop": asyncio.get_running_loop(),
+    }
     if secret_name:
         label = f"sops decryption Secret '{namespace}/{secret_name}'"
         data = await _secret_data(client, namespace, secret_name, label)
         return SopsDecryptor.from_secret_data(
-            data, max_file_size=max_file_size, verify_mac=verify_mac, secret_label=label
+            data, max_file_size=max_file_size, verify_mac=verify_mac, secret_label=label, **remote
         )
     if global_age_secret is not None:
         global_ns, global_name = global_age_secret
         label = f"sops SOPS age decryption Secret '{global_ns}/{global_name}'"
         data = await _secret_data(client, global_ns, global_name, label)
         return SopsDecryptor.from_secret_data(
-            {}, global_age_keys=data, max_file_size=max_file_size, verify_mac=verify_mac, global_secret_label=label
+            {},
+            global_age_keys=data,
+            max_file_size=max_file_size,
+            verify_mac=verify_mac,
+            global_secret_label=label,
+            **remote,
         )
-    return SopsDecryptor.from_secret_data({}, max_file_size=max_file_size, verify_mac=verify_mac)
+    return SopsDecryptor.from_secret_data({}, max_file_size=max_file_size, verify_mac=verify_mac, **remote)

@@ -7,7 +7,13 @@ Contract:
 - Key groups: ``key_groups`` when present (Shamir secret sharing between the groups, threshold
   ``shamir_threshold``, default all groups), otherwise one group of every top-level master key.
 - Every master key kind sops writes is recognised (``age``, ``pgp``, ``kms``, ``gcp_kms``,
-  ``azure_kv``, ``hc_vault``, ``hckms``); which ones can be used is decided by ``keys``.
+  ``hckms``, ``azure_kv``, ``hc_vault``) with the fields sops' stores define for it; unknown
+  fields are ignored (as sops' struct decoding does). ``kms`` ``context`` is a string map (the
+  KMS encryption context). Which kinds can be used is decided by ``keys``.
+- Within a group the keys come in sops' effective decryption order (its build order, then a
+  stable sort by ``[age, pgp]``): age, pgp, kms, gcp_kms, hckms, azure_kv, hc_vault, each kind in
+  file order.
+- ``MasterKey.to_string()`` is sops' ``ToString()`` of the key: the name the error chain shows.
 - ``mac_aad`` is ``lastmodified`` re-formatted like Go's ``time.Format(time.RFC3339)`` (second
   precision, ``Z`` for a zero offset): that string is the MAC's additional data.
 """
@@ -24,33 +30,43 @@ from kustomize_controller.kustomize.sops.tree import EncryptionRules
 
 DEFAULT_UNENCRYPTED_SUFFIX = "_unencrypted"
 
-# metadata field → (master key kind, field that names the key in messages)
-KEY_KINDS: dict[str, str] = {
-    "age": "recipient",
-    "pgp": "fp",
-    "kms": "arn",
-    "gcp_kms": "resource_id",
-    "azure_kv": "vault_url",
-    "hc_vault": "vault_address",
-    "hckms": "key_id",
+# metadata list → (field naming the key, string fields), in sops' effective decryption order
+KEY_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "age": ("recipient", ()),
+    "pgp": ("fp", ()),
+    "kms": ("arn", ("role", "aws_profile")),
+    "gcp_kms": ("resource_id", ()),
+    "hckms": ("key_id", ()),
+    "azure_kv": ("vault_url", ("name", "version")),
+    "hc_vault": ("vault_address", ("engine_path", "key_name")),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class MasterKey:
     kind: str  # one of KEY_KINDS
-    name: str  # recipient, fingerprint, ARN, …: public, safe to show
+    name: str  # recipient, fingerprint, ARN, resource id, vault URL/address, key id: public
     enc: str  # the data key (or a Shamir part) encrypted for this master key
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict)  # the kind's other string fields
+    context: Mapping[str, str] = field(default_factory=dict)  # kms: the encryption context
 
-    def describe(self) -> str:
-        if len(self.name) > 72:  # post-quantum age recipients run to ~2 kB
-            return f"{self.kind} {self.name[:32]}…{self.name[-8:]}"
-        if self.kind == "azure_kv" and self.extra.get("name"):
-            return f"{self.kind} {self.name}/keys/{self.extra['name']}"
-        if self.kind == "hc_vault" and self.extra.get("key_name"):
-            return f"{self.kind} {self.name}/v1/{self.extra.get('engine_path', '')}/keys/{self.extra['key_name']}"
-        return f"{self.kind} {self.name}"
+    def attr(self, name: str) -> str:
+        return self.extra.get(name, "")
+
+    def to_string(self) -> str:
+        """sops' ``MasterKey.ToString()``: what ``UserError()`` names the key by."""
+        if self.kind == "kms":
+            text = self.name + (f"+{self.attr('role')}" if self.attr("role") else "")
+            if self.context:
+                text += "|" + ",".join(sorted(f"{k}:{v}" for k, v in self.context.items()))
+            if self.attr("aws_profile"):
+                text += f"|{self.attr('aws_profile')}"
+            return text
+        if self.kind == "azure_kv":
+            return f"{self.name}/keys/{self.attr('name')}/{self.attr('version')}"
+        if self.kind == "hc_vault":
+            return f"{self.name}/v1/{self.attr('engine_path')}/keys/{self.attr('key_name')}"
+        return self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,19 +138,29 @@ def _int(mapping: Mapping[str, Any], key: str) -> int:
         raise SopsFormatError(f"sops metadata field '{key}' must be an integer") from None
 
 
+def _string_map(mapping: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    value = mapping.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SopsFormatError(f"sops metadata field '{where}{key}' must be a mapping of strings")
+    return {str(k): _str(value, k) for k in value}
+
+
 def _group(mapping: Mapping[str, Any], where: str) -> tuple[MasterKey, ...]:
     keys: list[MasterKey] = []
-    for kind, name_field in KEY_KINDS.items():
+    for kind, (name_field, fields) in KEY_KINDS.items():
         entries = mapping.get(kind)
         if entries is None:
             continue
         if not isinstance(entries, list):
             raise SopsFormatError(f"sops metadata field '{where}{kind}' must be a list")
-        for entry in entries:
+        for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping):
                 raise SopsFormatError(f"sops metadata field '{where}{kind}' must be a list of mappings")
-            extra = {k: _str(entry, k) for k in entry if k not in (name_field, "enc")}
-            keys.append(MasterKey(kind, _str(entry, name_field), _str(entry, "enc"), extra))
+            extra = {name: _str(entry, name) for name in fields if entry.get(name) is not None}
+            context = _string_map(entry, "context", f"{where}{kind}[{index}].") if kind == "kms" else {}
+            keys.append(MasterKey(kind, _str(entry, name_field), _str(entry, "enc"), extra, context))
     return tuple(keys)
 
 

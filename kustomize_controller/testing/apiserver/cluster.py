@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import builtin_schema, crdschema, errors, events, objects, validation
+from . import builtin_schema, crdschema, decoding, errors, events, objects, validation
 from .controllers import Controllers
 from .errors import ApiStatusError, FieldError
 from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, Registry, ResourceType
@@ -138,6 +138,7 @@ class Cluster:
                ctx: WriteContext | None = None) -> dict[str, Any]:
         ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, None)
+        _typed_decode(rt, body, patched=False)
         if body["metadata"].get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
         obj = _structural(rt, objects.prepare_create(rt, body, now=self.clock.now()), None, ctx)
@@ -179,6 +180,7 @@ class Cluster:
                dry_run: bool, manager: str, ctx: WriteContext | None = None) -> dict[str, Any]:
         ctx = ctx or WriteContext()
         body = self._check_body(rt, copy.deepcopy(body), namespace, name)
+        _typed_decode(rt, body, patched=False)
         old = self._live(rt, namespace, name)
         rv = body["metadata"].get("resourceVersion")
         if rv:
@@ -213,8 +215,10 @@ class Cluster:
             if not isinstance(patch, dict):
                 raise errors.bad_request("merge patch must be a JSON object")
             patched = merge_patch(current, patch)
+            _typed_decode(rt, patched, patched=True)
         elif patch_type == "json":
             patched = json_patch(current, patch)
+            _typed_decode(rt, patched, patched=True)
         elif patch_type == "strategic":
             if rt.custom:
                 raise errors.strategic_merge_unsupported()
@@ -231,6 +235,8 @@ class Cluster:
     def _apply(self, rt: ResourceType, namespace: str, name: str, live: dict[str, Any] | None, config: Any, *,
                subresource: str, dry_run: bool, manager: str, force: bool, ctx: WriteContext
                ) -> tuple[dict[str, Any], bool]:
+        sent_meta = config.get("metadata") if isinstance(config, dict) else None
+        sent_meta = sent_meta if isinstance(sent_meta, dict) else {}
         config = self._check_body(rt, copy.deepcopy(config), namespace, name)
         if not config.get("apiVersion") or not config.get("kind"):
             raise errors.bad_request("invalid object: apiVersion and kind must be set in an apply configuration")
@@ -241,8 +247,9 @@ class Cluster:
             _known_fields(rt, config, unknown)
             if unknown:
                 # structured-merge-diff's error reaches the client as a plain (non-Status) error: 500,
-                # no reason, as kube-apiserver answers it
-                where = f"{namespace if rt.namespaced else ''}/{name}"
+                # no reason, as kube-apiserver answers it; it names the configuration as sent (the URL's
+                # namespace is not in it unless the client wrote it there)
+                where = f"{sent_meta.get('namespace') or ''}/{sent_meta.get('name') or ''}"
                 gvk = f"{rt.api_version}, Kind={rt.kind}"
                 detail = (f".{unknown[0]}: field not declared in schema" if len(unknown) == 1 else
                           "errors:\n" + "\n".join(f"  .{p}: field not declared in schema" for p in unknown))
@@ -411,6 +418,17 @@ class WriteContext:
     warnings: list[str] = field(default_factory=list)
 
 
+def _typed_decode(rt: ResourceType, obj: Any, *, patched: bool) -> None:
+    """A built-in object goes through its Go type before anything else: what that refuses (decoding.py)
+    is a 400 for a body, a 422 quoting the patched object for a JSON or merge patch."""
+    problem = None if rt.custom or not isinstance(obj, dict) else decoding.managed_fields_error(obj)
+    if problem is None:
+        return
+    if patched:
+        raise errors.undecodable_patch(decoding.go_json(obj), problem)
+    raise errors.undecodable(rt.kind, rt.version, problem)
+
+
 def _known_fields(rt: ResourceType, obj: dict[str, Any], unknown: list[str]) -> dict[str, Any]:
     """``obj`` without the fields its type does not declare (built-in model or CRD schema + ObjectMeta)."""
     if not rt.custom:
@@ -429,8 +447,7 @@ def _structural(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | Non
     result = _known_fields(rt, obj, unknown)
     if unknown and ctx.field_validation == "Strict":
         fields = ", ".join(f'unknown field "{p}"' for p in unknown)
-        raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                                 f"strict decoding error: {fields}")
+        raise errors.undecodable(rt.kind, rt.version, f"strict decoding error: {fields}")
     if ctx.field_validation == "Warn":
         ctx.warnings.extend(f'unknown field "{p}"' for p in unknown)
     if not rt.custom or not rt.schema:

@@ -56,7 +56,8 @@ def _details(name: str | None, group: str, kind: str, causes: list[dict[str, str
         details["name"] = name
     if group:
         details["group"] = group
-    details["kind"] = kind
+    if kind:
+        details["kind"] = kind
     if causes:
         details["causes"] = causes
     return details
@@ -155,6 +156,17 @@ def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiSt
 
 def bad_request(message: str) -> ApiStatusError:
     return ApiStatusError(400, "BadRequest", message)
+
+
+def undecodable(kind: str, version: str, detail: str) -> ApiStatusError:
+    """A request body the typed decoder refuses (``transformDecodeError``)."""
+    return bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')
+
+
+def undecodable_patch(patched_json: str, detail: str) -> ApiStatusError:
+    """A JSON or merge patch whose result the typed decoder refuses: an Invalid error of no kind and no
+    name (`` "" is invalid: patch: Invalid value: "<the patched object>": <why>``)."""
+    return invalid("", "", "", [FieldError("patch", "Invalid value", detail, patched_json)])
 
 
 def gone_expired(message: str) -> ApiStatusError:

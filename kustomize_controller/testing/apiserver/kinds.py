@@ -104,6 +104,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _b("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",)),
     _b("", "v1", "Pod", "pods", short_names=("po",), **WORKLOAD),
     _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",), has_status=True),
+    _b("", "v1", "PodTemplate", "podtemplates"),
+    _b("", "v1", "ReplicationController", "replicationcontrollers", short_names=("rc",), **WORKLOAD),
     _b("", "v1", "Event", "events", short_names=("ev",)),
     _b("events.k8s.io", "v1", "Event", "events", short_names=("ev",), storage_group=""),
     _b("apps", "v1", "Deployment", "deployments", short_names=("deploy",), annotations_bump_generation=True,

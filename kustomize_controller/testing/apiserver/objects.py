@@ -72,15 +72,18 @@ def normalise(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None)
         _secret_string_data(obj)
     elif rt.kind == "Service" and not rt.group:
         _service_addresses(obj, old)
+    if rt.kind == "Job" and rt.group == "batch" and old is None:
+        # The create strategy runs after decoding's defaults, but SetDefaults_Job gives a Job without labels
+        # its template's label map itself (one Go map), so the labels the strategy adds to the template
+        # reach the Job too; and a Job whose template had no labels takes them when the stored object is
+        # decoded (and defaulted) again. Generating first and defaulting after gives the same object.
+        _job_selector(obj)
     if not rt.custom:
         check_micro_times(rt, obj)
         try:
             apply_defaults(rt.group, rt.kind, obj)
         except ValueError as err:
-            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                                     f"{err}") from err
-    if rt.kind == "Job" and rt.group == "batch" and old is None:
-        _job_selector(obj)  # the create strategy, after defaulting (which decoding did)
+            raise errors.undecodable(rt.kind, rt.version, str(err)) from err
     return obj
 
 
@@ -113,8 +116,7 @@ def _secret_string_data(obj: dict[str, Any]) -> None:
         try:
             base64.b64decode(str(value), validate=True)
         except (ValueError, binascii.Error) as err:
-            raise errors.bad_request(f"Secret in version \"v1\" cannot be handled as a Secret: illegal base64 "
-                                     f"data at input byte 0 (key {key!r})") from err
+            raise errors.undecodable("Secret", "v1", f"illegal base64 data at input byte 0 (key {key!r})") from err
 
 
 def _service_addresses(obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -280,3 +280,17 @@ class ApiServer:
     def object_count(self, api_version: str, kind: str, namespace: str | None = None) -> int:
         rt = self.resource_type(api_version, kind)
         return 0 if rt is None else self.cluster.storage.count(rt.storage_key, namespace)
+
+    def object_names(self, api_version: str, kind: str, namespace: str | None = None) -> list[str]:
+        """The names of the stored objects of a kind (in every namespace when ``namespace`` is None)."""
+        rt = self.resource_type(api_version, kind)
+        if rt is None:
+            return []
+        return [str(obj["metadata"]["name"]) for obj in self.cluster.storage.iterate(rt.storage_key, namespace)]
+
+    def finalized_objects(self, namespace: str) -> list[str]:
+        """``resource/name [finalizers]`` of every object in ``namespace`` that has finalizers: what keeps
+        a terminating namespace from going (a real cluster says it in the namespace's conditions)."""
+        return [f"{key[1]}/{obj['metadata']['name']} {obj['metadata']['finalizers']}"
+                for key in self.cluster.storage.namespaces_in_use(namespace)
+                for obj in self.cluster.storage.iterate(key, namespace) if obj["metadata"].get("finalizers")]

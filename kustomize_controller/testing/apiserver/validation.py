@@ -1,4 +1,5 @@
-"""Validation the real server performs before storing: names, labels, namespaces, immutable fields.
+"""Validation the real server performs before storing: names, labels, namespaces, immutable fields, the
+resource requirements of pod specs (podspec.py).
 
 Each check returns ``FieldError``s; ``invalid(...)`` turns them into one 422 ``Invalid`` Status naming every
 problem, as apimachinery aggregates field errors. Schema validation of custom resources against the CRD's
@@ -11,8 +12,9 @@ import json
 import re
 from typing import Any
 
-from .errors import ApiStatusError, FieldError, bad_request, invalid
+from .errors import ApiStatusError, FieldError, invalid, undecodable
 from .kinds import ResourceType
+from .podspec import pod_spec_errors
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -162,9 +164,8 @@ def check_micro_times(rt: ResourceType, obj: dict[str, Any]) -> None:
         seconds = re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text)
         # Go names the first part of the input the layout could not take
         rest, element = (text[seconds.end():], ".000000") if seconds else (text, "2006")
-        raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: parsing time '
-                          f'{json.dumps(text)} as "{_MICRO_TIME_LAYOUT}": cannot parse {json.dumps(rest)} as '
-                          f'"{element}"')
+        raise undecodable(rt.kind, rt.version, f'parsing time {json.dumps(text)} as "{_MICRO_TIME_LAYOUT}": '
+                                               f'cannot parse {json.dumps(rest)} as "{element}"')
 
 
 def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
@@ -215,6 +216,7 @@ def validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) 
     errors = name_errors(rt, meta.get("name")) if old is None else []
     errors += metadata_errors(meta)
     errors += kind_errors(rt, obj)
+    errors += pod_spec_errors(rt, obj)
     if old is not None:
         errors += immutable_errors(rt, old, obj)
         errors += new_finalizer_errors(old["metadata"], meta)

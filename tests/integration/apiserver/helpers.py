@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -21,6 +22,25 @@ async def call(http: aiohttp.ClientSession, method: str, path: str, *, body: Any
     async with http.request(method, path, data=data, params=params, headers=all_headers) as resp:
         text = await resp.text()
         return resp.status, (json.loads(text) if text.strip().startswith("{") else {"raw": text})
+
+
+async def release(http: aiohttp.ClientSession, path: str) -> None:
+    """Strip the finalizers of the object at ``path`` (if it is still there), so that its deletion, or
+    its namespace's, can finish: for a test's ``finally``."""
+    await call(http, "PATCH", path, content_type=MERGE, body={"metadata": {"finalizers": None}})
+
+
+async def delete_and_wait(http: aiohttp.ClientSession, path: str, *, seconds: float = 60.0) -> int:
+    """DELETE ``path`` and poll until it is gone (a real namespace controller takes seconds); the last
+    GET's status (404 when gone)."""
+    await call(http, "DELETE", path)
+    status = 200
+    for _ in range(int(seconds * 10)):
+        status, _ = await call(http, "GET", path)
+        if status == 404:
+            break
+        await asyncio.sleep(0.1)
+    return status
 
 
 def cm_path(namespace: str, name: str = "") -> str:

@@ -142,7 +142,10 @@ async def test_deleting_the_crd_stops_serving_the_kind(cluster):
 
 async def test_invalid_crd_name_is_rejected(cluster):
     bad = widget_crd(_group(cluster))
-    bad["metadata"]["name"] = "wrong.example.com"
+    bad["metadata"]["name"] = f"wrong.{_group(cluster)}"
     async with cluster.session() as http:
-        status, body = await call(http, "POST", CRD_PATH, body=bad)
-        assert (status, body["reason"]) == (422, "Invalid")
+        try:
+            status, body = await call(http, "POST", CRD_PATH, body=bad)
+            assert (status, body["reason"]) == (422, "Invalid")
+        finally:  # should the server take it after all
+            await call(http, "DELETE", f"{CRD_PATH}/{bad['metadata']['name']}")

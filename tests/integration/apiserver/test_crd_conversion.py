@@ -75,8 +75,8 @@ async def test_strategy_none_drops_what_the_storage_version_lacks(cluster: Any) 
     group = f"{cluster.namespace}.none.example.com"
     ns = cluster.namespace
     async with cluster.session() as http:
-        await install(http, two_version_crd(group))
         try:
+            await install(http, two_version_crd(group))
             status, created = await call(http, "POST", path(group, "v1beta1", ns),
                                          body=widget(group, "v1beta1", {"size": 2, "legacy": "kept?"}))
             assert status == 201, created

@@ -115,20 +115,37 @@ def _pod_template_kinds(name: str) -> list[tuple[str, str, dict[str, Any], tuple
          ("spec", "jobTemplate", "spec", "template", "spec")),
         ("v1", "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                         "spec": _template(name)["spec"]}, ("spec",)),
+        ("v1", "replicationcontrollers", {"apiVersion": "v1", "kind": "ReplicationController",
+                                          "metadata": {"name": name},
+                                          "spec": {"replicas": 0, "template": _template(name)}},
+         ("spec", "template", "spec")),
+        ("v1", "podtemplates", {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name},
+                                "template": _template(name)}, ("template", "spec")),
+        ("apps/v1", "deployments", deployment(name), ("spec", "template", "spec")),
     ]
 
 
-@pytest.mark.parametrize("index", range(6), ids=["StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"])
+POD_TEMPLATE_KINDS = ["StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "ReplicationController",
+                      "PodTemplate", "Deployment"]
+
+
+async def _create(http: Any, ns: str, group: str, plural: str, body: dict[str, Any],
+                  params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    for _ in range(50):
+        status, obj = await call(http, "POST", _path(ns, plural, group=group), body=body, params=params)
+        # a real cluster refuses Pods until its controller has made the namespace's default
+        # ServiceAccount (admission); the embedded server has no such admission
+        if status != 403 or "service account" not in str(obj.get("message")):
+            break
+        await asyncio.sleep(0.2)
+    return status, obj
+
+
+@pytest.mark.parametrize("index", range(len(POD_TEMPLATE_KINDS)), ids=POD_TEMPLATE_KINDS)
 async def test_pod_template_defaults_apply_to_every_workload_kind(cluster, index: int) -> None:
     group, plural, body, where = _pod_template_kinds("w")[index]
     async with cluster.session() as http:
-        for _ in range(50):
-            status, obj = await call(http, "POST", _path(cluster.namespace, plural, group=group), body=body)
-            # a real cluster refuses Pods until its controller has made the namespace's default
-            # ServiceAccount (admission); the embedded server has no such admission
-            if status != 403 or "service account" not in str(obj.get("message")):
-                break
-            await asyncio.sleep(0.2)
+        status, obj = await _create(http, cluster.namespace, group, plural, body)
     assert status == 201, obj
     pod: Any = obj
     for key in where:
@@ -158,25 +175,36 @@ async def test_workload_kind_defaults(cluster) -> None:
     assert ds["spec"]["revisionHistoryLimit"] == 10
     assert (job["spec"]["completions"], job["spec"]["parallelism"], job["spec"]["backoffLimit"]) == (1, 1, 6)
     assert job["spec"]["completionMode"] == "NonIndexed"
-    # the Job strategy: a selector and pod labels generated from the uid; the Job takes its template's labels
+    # the Job strategy: a selector and pod labels generated from the uid; a Job without labels of its own
+    # takes its template's, generated ones included
     uid = job["metadata"]["uid"]
     assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-    assert job["spec"]["template"]["metadata"]["labels"] == {
-        "app": "k", "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "k",
-        "controller-uid": uid, "job-name": "k"}
-    assert job["metadata"]["labels"] == {"app": "k"}
+    generated = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "k",
+                 "controller-uid": uid, "job-name": "k"}
+    assert job["spec"]["template"]["metadata"]["labels"] == {"app": "k", **generated}
+    assert job["metadata"]["labels"] == {"app": "k", **generated}
     assert cron["spec"]["concurrencyPolicy"] == "Allow"
     assert (cron["spec"]["successfulJobsHistoryLimit"], cron["spec"]["failedJobsHistoryLimit"]) == (3, 1)
+
+
+async def test_a_job_with_labels_of_its_own_keeps_them(cluster) -> None:
+    _, plural, body, _ = _pod_template_kinds("own")[POD_TEMPLATE_KINDS.index("Job")]
+    body["metadata"]["labels"] = {"team": "a"}
+    async with cluster.session() as http:
+        status, job = await call(http, "POST", _path(cluster.namespace, plural, group="batch/v1"), body=body)
+    assert status == 201, job
+    assert job["metadata"]["labels"] == {"team": "a"}
+    assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "own"
 
 
 def _resources(container: dict[str, Any]) -> dict[str, Any]:
     return container["resources"]
 
 
-RESOURCES_IN = {"limits": {"cpu": "1.5", "memory": "2048Ki", "ephemeral-storage": "1e3"},
-                "requests": {"cpu": 2, "memory": "1024Mi"}}
-RESOURCES_OUT = {"limits": {"cpu": "1500m", "memory": "2Mi", "ephemeral-storage": "1e3"},
-                 "requests": {"cpu": "2", "memory": "1Gi"}}
+RESOURCES_IN = {"limits": {"cpu": 2, "memory": "2048Ki", "ephemeral-storage": "1e3"},
+                "requests": {"cpu": "1.5", "memory": "1024Ki"}}
+RESOURCES_OUT = {"limits": {"cpu": "2", "memory": "2Mi", "ephemeral-storage": "1e3"},
+                 "requests": {"cpu": "1500m", "memory": "1Mi"}}
 
 
 def _with_resources(name: str, resources: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +248,72 @@ async def test_quantities_are_canonical_on_create_update_patch_apply_and_dry_run
             for key in container:
                 live = live[key]
             assert _resources(live[0]) == RESOURCES_OUT
+
+
+# requests above their limits, in non-canonical spelling: the causes print both canonical
+OVER_LIMITS = {"limits": {"cpu": "1.5", "memory": "2048Ki"}, "requests": {"cpu": 2, "memory": "1024Mi"}}
+
+
+def _invalid_requests(where: str, *pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return sorted(({"reason": "FieldValueInvalid", "field": f"{where}.resources.requests",
+                    "message": f'Invalid value: "{value}": must be {detail}'} for value, detail in pairs),
+                  key=lambda cause: cause["message"])
+
+
+def _causes(body: dict[str, Any]) -> list[dict[str, str]]:
+    return sorted(body["details"]["causes"], key=lambda cause: cause["message"])
+
+
+@pytest.mark.parametrize("index", range(len(POD_TEMPLATE_KINDS)), ids=POD_TEMPLATE_KINDS)
+async def test_requests_above_limits_are_refused_for_every_pod_template_kind(cluster, index: int) -> None:
+    group, plural, body, where = _pod_template_kinds("over")[index]
+    pod_spec: Any = body
+    for key in where:
+        pod_spec = pod_spec[key]
+    pod_spec["containers"][0]["resources"] = copy.deepcopy(OVER_LIMITS)
+    async with cluster.session() as http:
+        status, refused = await _create(http, cluster.namespace, group, plural, body)
+    assert (status, refused["reason"]) == (422, "Invalid"), refused
+    field = ".".join(where) + ".containers[0]"
+    assert _causes(refused) == _invalid_requests(field, ("2", "less than or equal to cpu limit of 1500m"),
+                                                 ("1Gi", "less than or equal to memory limit of 2Mi"))
+    # the real server walks a Go map: the two causes come in either order
+    qualified = body["kind"] + ("." + group.split("/")[0] if "/" in group else "")
+    assert refused["message"].startswith(f'{qualified} "over" is invalid: [')
+    for cause in refused["details"]["causes"]:
+        assert f'{cause["field"]}: {cause["message"]}' in refused["message"]
+
+
+async def test_requests_are_checked_for_init_containers_updates_dry_runs_and_extended_resources(cluster) -> None:
+    ns = cluster.namespace
+    template = ("spec", "template", "spec")
+    body = deployment("lim")
+    body["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox:1.36", "resources": {"limits": {"cpu": "500m"}, "requests": {"cpu": "1"}}}]
+    async with cluster.session() as http:
+        status, refused = await call(http, "POST", _path(ns, "deployments"), body=body, params={"dryRun": "All"})
+        assert status == 422, refused
+        assert _causes(refused) == _invalid_requests(".".join(template) + ".initContainers[0]",
+                                                     ("1", "less than or equal to cpu limit of 500m"))
+
+        # requests equal to limits are fine; an update that raises a request above its limit is not
+        body = _with_resources("lim", {"limits": {"cpu": "1", "memory": "1Gi"},
+                                       "requests": {"cpu": "1000m", "memory": "1024Mi"}})
+        status, created = await call(http, "POST", _path(ns, "deployments"), body=body)
+        assert status == 201, created
+        update = copy.deepcopy(created)
+        update["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1025Mi"
+        status, refused = await call(http, "PUT", _path(ns, "deployments", "lim"), body=update)
+        assert status == 422, refused
+        assert _causes(refused) == _invalid_requests(".".join(template) + ".containers[0]",
+                                                     ("1025Mi", "less than or equal to memory limit of 1Gi"))
+
+        # an extended resource may not be overcommitted: its request must equal its limit
+        body = _with_resources("gpu", {"limits": {"example.com/gpu": "2"}, "requests": {"example.com/gpu": "1"}})
+        status, refused = await call(http, "POST", _path(ns, "deployments"), body=body, params={"dryRun": "All"})
+        assert status == 422, refused
+        assert _causes(refused) == _invalid_requests(".".join(template) + ".containers[0]",
+                                                     ("1", "equal to example.com/gpu limit of 2"))
 
 
 async def test_malformed_quantity_is_a_bad_request(cluster) -> None:

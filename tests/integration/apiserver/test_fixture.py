@@ -34,3 +34,41 @@ async def test_kubeconfig_works_with_kubernetes_asyncio(cluster):
     async with client.ApiClient(configuration) as api:
         namespaces = await client.CoreV1Api(api).list_namespace(field_selector=f"metadata.name={cluster.namespace}")
         assert [ns.metadata.name for ns in namespaces.items] == [cluster.namespace]
+
+
+async def test_the_leak_check_names_what_a_test_left_and_who_left_it():
+    """tests/leakcheck.py on a private embedded server: a namespace held by a finalizer, an extra CRD."""
+    from kustomize_controller.testing.apiserver import ApiServer
+    from tests import leakcheck
+    from tests.conftest import ClusterHandle
+
+    from .helpers import call, cm_path, configmap, release
+    from .test_crd import CRD_PATH, widget_crd
+
+    async with ApiServer() as server:
+        handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,
+                               namespace="leaky", server=server, ssl_context=server.ssl_context())
+        async with handle.session() as http:
+            await call(http, "POST", "/api/v1/namespaces", body={"metadata": {"name": "leaky"}})
+            before = await leakcheck.snapshot(handle)
+            held = configmap("held")
+            held["metadata"]["finalizers"] = ["example.com/hold"]
+            await call(http, "POST", cm_path("leaky"), body=held)
+            await call(http, "POST", CRD_PATH, body=widget_crd("leak.example.com"))
+            await call(http, "DELETE", "/api/v1/namespaces/leaky")
+
+            with pytest.raises(AssertionError) as info:
+                await leakcheck.raise_if_left(handle, "test_x", before)
+            assert str(info.value).splitlines()[1:] == [
+                "  CustomResourceDefinition/widgets.leak.example.com (never deleted)",
+                "  Namespace/leaky (Terminating: held by configmaps/held ['example.com/hold'])"]
+            tracker = leakcheck.LeakTracker()
+            tracker.record("test_x", (await leakcheck.snapshot(handle)) - before | {("Namespace", "leaky")})
+            assert await tracker.leftovers(handle, wait=0) == [
+                "CustomResourceDefinition/widgets.leak.example.com (never deleted), left by test_x",
+                "Namespace/leaky (Terminating: held by configmaps/held ['example.com/hold']), left by test_x"]
+
+            await release(http, cm_path("leaky", "held"))
+            await call(http, "DELETE", f"{CRD_PATH}/widgets.leak.example.com")
+            await leakcheck.raise_if_left(handle, "test_x", before)
+            assert await tracker.leftovers(handle, wait=0) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .helpers import APPLY, MERGE, call, cm_path, configmap, deployment, manager_entries
@@ -238,12 +240,41 @@ async def test_invalid_managed_fields_from_a_client_are_ignored(cluster):
         _, created = await call(http, "POST", cm_path(ns), body=configmap("inv", {"a": "1"}),
                                 params={"fieldManager": "creator"})
         for bad in ([{"manager": "x", "operation": "Bogus", "fieldsType": "FieldsV1", "fieldsV1": {}}],
-                    [{"manager": "x", "operation": "Update", "fieldsType": "FieldsV2", "fieldsV1": {}}],
-                    ["not an entry"]):
+                    [{"manager": "x", "operation": "Update", "fieldsType": "FieldsV2", "fieldsV1": {}}]):
             status, written = await call(http, "PATCH", cm_path(ns, "inv"), content_type=MERGE,
                                          body={"metadata": {"managedFields": bad}})
             assert status == 200, written
             assert written["metadata"]["managedFields"] == created["metadata"]["managedFields"]
+
+
+async def test_managed_fields_entry_that_is_not_an_object_is_a_decode_error(cluster):
+    ns = cluster.namespace
+    why = ("json: cannot unmarshal string into Go struct field ObjectMeta.metadata.managedFields of type "
+           "v1.ManagedFieldsEntry")
+    async with cluster.session() as http:
+        _, created = await call(http, "POST", cm_path(ns), body=configmap("inv", {"a": "1"}),
+                                params={"fieldManager": "creator"})
+        # a patch: the typed decoder refuses the patched object, which the error quotes
+        status, refused = await call(http, "PATCH", cm_path(ns, "inv"), content_type=MERGE,
+                                     body={"metadata": {"managedFields": ["not an entry"]}})
+        assert (status, refused["reason"]) == (422, "Invalid"), refused
+        prefix, suffix = ' "" is invalid: patch: Invalid value: ', f": {why}"
+        message = refused["message"]
+        assert message.startswith(prefix) and message.endswith(suffix), message
+        quoted = json.loads(json.loads(message[len(prefix):-len(suffix)]))  # a quoted JSON document
+        assert quoted == {**created, "metadata": {**created["metadata"], "managedFields": ["not an entry"]}}
+        assert [(c["reason"], c["field"]) for c in refused["details"]["causes"]] == [("FieldValueInvalid", "patch")]
+        assert not {"kind", "name", "group"} & set(refused["details"])
+
+        # a body: the same decoder, reported as a request it cannot handle
+        body = configmap("inv2")
+        body["metadata"]["managedFields"] = ["not an entry"]
+        status, refused = await call(http, "POST", cm_path(ns), body=body)
+        assert (status, refused["reason"]) == (400, "BadRequest"), refused
+        assert refused["message"] == f'ConfigMap in version "v1" cannot be handled as a ConfigMap: {why}'
+
+        status, unchanged = await call(http, "GET", cm_path(ns, "inv"))
+        assert unchanged == created
 
 
 async def test_apply_configuration_may_not_carry_managed_fields(cluster):

@@ -4,6 +4,7 @@ changed ones are, and the verified-applies memory never hides a drift."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.objects import Object, ObjRef
 from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.runtime.clock import RealClock
 from tests.integration.apply.conftest import configmap, mark, writes
 from tests.integration.apply.test_staged_apply import deployment
@@ -133,17 +135,22 @@ async def test_a_deleted_namespace_and_its_objects_are_left_deleted(cluster: Any
     rm = ResourceManager(client=kube, clock=RealClock(), concurrency=4)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     desired = [namespace, configmap("a", ns)]
-    await rm.apply_all_staged(desired, ApplyOptions())
-    await kube.delete("v1", "Namespace", ns)
-    for _ in range(200):  # a real cluster finalizes the namespace first
-        if not [n for n in await kube.list("v1", "Namespace") if n["metadata"]["name"] == ns]:
-            break
-        await asyncio.sleep(0.1)
+    try:
+        await rm.apply_all_staged(desired, ApplyOptions())
+        await kube.delete("v1", "Namespace", ns)
+        for _ in range(200):  # a real cluster finalizes the namespace first
+            if not [n for n in await kube.list("v1", "Namespace") if n["metadata"]["name"] == ns]:
+                break
+            await asyncio.sleep(0.1)
 
-    policy = Policy()
-    before = mark(cluster) if cluster.server is not None else 0
-    change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy, wait_timeout=5))
-    assert change_set.to_map() == {f"Namespace/{ns}": "skipped", f"ConfigMap/{ns}/a": "skipped"}
-    assert sorted(d.describe() for d in policy.drifts) == [f"ConfigMap/{ns}/a (deleted)", f"Namespace/{ns} (deleted)"]
-    if cluster.server is not None:
-        assert writes(cluster, since=before) == []
+        policy = Policy()
+        before = mark(cluster) if cluster.server is not None else 0
+        change_set = await rm.apply_all_staged(desired, ApplyOptions(detect_only=policy, wait_timeout=5))
+        assert change_set.to_map() == {f"Namespace/{ns}": "skipped", f"ConfigMap/{ns}/a": "skipped"}
+        assert sorted(d.describe() for d in policy.drifts) == [f"ConfigMap/{ns}/a (deleted)",
+                                                               f"Namespace/{ns} (deleted)"]
+        if cluster.server is not None:
+            assert writes(cluster, since=before) == []
+    finally:  # whatever happened, the namespace must not outlive the test
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("v1", "Namespace", ns)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kustomize_controller.apply.health import (
 )
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.runtime.clock import FakeClock
 from tests.integration.apply.test_staged_apply import deployment
 
@@ -84,28 +86,34 @@ async def test_cel_health_check_on_a_custom_resource(cluster: Any, kube: KubeCli
     ns = cluster.namespace
     from tests.integration.apply.test_staged_apply import crd
 
-    widget = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": ns}}
-    cs = await manager.apply_all_staged([crd("example.com", "Gadget", "gadgets"), widget], ApplyOptions())
-    readers = build_status_readers(
-        [
-            CustomHealthCheck.model_validate(
-                {
-                    "apiVersion": "example.com/v1",
-                    "kind": "Gadget",
-                    "current": "has(status.phase) && status.phase == 'Ready'",
-                    "failed": "has(status.phase) && status.phase == 'Broken'",
-                }
-            )
-        ]
-    )
-    targets = [t for t in targets_from_change_set(cs) if t.ref.kind == "Gadget"]
-    await kube.patch("example.com/v1", "Gadget", "g", ns, {"status": {"phase": "Broken"}}, patch_type="merge")
-    clock = FakeClock()
-    with pytest.raises(HealthCheckError) as info:
-        await wait_for_set(
-            targets, poller=StatusPoller(client=kube, clock=clock, readers=readers), clock=clock, timeout_seconds=30
+    group = f"{ns}.example.com"  # a cluster-scoped name of its own, deleted at the end
+    widget = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": ns}}
+    try:
+        cs = await manager.apply_all_staged([crd(group, "Gadget", "gadgets"), widget], ApplyOptions())
+        readers = build_status_readers(
+            [
+                CustomHealthCheck.model_validate(
+                    {
+                        "apiVersion": f"{group}/v1",
+                        "kind": "Gadget",
+                        "current": "has(status.phase) && status.phase == 'Ready'",
+                        "failed": "has(status.phase) && status.phase == 'Broken'",
+                    }
+                )
+            ]
         )
-    assert str(info.value) == f"failed early due to stalled resources: [Gadget/{ns}/g status: 'Failed']"
+        targets = [t for t in targets_from_change_set(cs) if t.ref.kind == "Gadget"]
+        await kube.patch(f"{group}/v1", "Gadget", "g", ns, {"status": {"phase": "Broken"}}, patch_type="merge")
+        clock = FakeClock()
+        with pytest.raises(HealthCheckError) as info:
+            await wait_for_set(
+                targets, poller=StatusPoller(client=kube, clock=clock, readers=readers), clock=clock,
+                timeout_seconds=30
+            )
+        assert str(info.value) == f"failed early due to stalled resources: [Gadget/{ns}/g status: 'Failed']"
+    finally:
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"gadgets.{group}")
 
 
 async def test_job_with_ttl_gone_counts_as_done(cluster: Any, kube: KubeClient) -> None:

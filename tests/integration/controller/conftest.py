@@ -11,8 +11,10 @@ that reaches into other namespaces creates them with ``env.create_namespace`` (n
 and starts the controller with ``watch_all_namespaces=True``. Teardown stops the controller, then removes
 every Kustomization in those namespaces (finalizers stripped first: no controller is left to release
 them) together with the cluster-scoped objects of its inventory that still carry its owner labels (CRDs,
-namespaces: they would outlive the test namespace), and deletes the ``<namespace>-…`` namespaces; the
-``cluster`` fixture deletes the test namespace.
+namespaces: they would outlive the test namespace) and the cluster-scoped objects of the kinds
+tests/leakcheck.py tracks whose owner label names one of those namespaces (a failed apply leaves them
+outside every inventory), and deletes the ``<namespace>-…`` namespaces; the ``cluster`` fixture deletes the
+test namespace and checks that nothing is left.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import pytest
 
 from kustomize_controller.api.inventory import InventoryIdError, parse_inventory_id
-from kustomize_controller.apply.selectors import has_owner_labels, owner_labels
+from kustomize_controller.apply.selectors import NAMESPACE_LABEL, has_owner_labels, owner_labels
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.discovery import NoKindMatchError
@@ -39,6 +41,7 @@ from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import FeatureGates, Settings, replace
 from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
+from tests import leakcheck
 from tests.conftest import ClusterHandle
 
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
@@ -174,6 +177,7 @@ class ControllerEnv:
                     with contextlib.suppress(NotFoundError):
                         await self.client.patch("v1", "ConfigMap", cm["metadata"]["name"], namespace,
                                                 {"metadata": {"finalizers": None}}, patch_type="merge")
+        await self._delete_labelled_cluster_scoped([self.namespace, *extra])
         for namespace in extra:
             with contextlib.suppress(NotFoundError):
                 await self.client.delete("v1", "Namespace", namespace)
@@ -192,6 +196,16 @@ class ControllerEnv:
                 live = await self.client.get(api_version, oid.kind, oid.name)
                 if has_owner_labels(live, owner):
                     await self.client.delete(api_version, oid.kind, oid.name)
+
+    async def _delete_labelled_cluster_scoped(self, namespaces: list[str]) -> None:
+        """Cluster-scoped objects of the tracked kinds that a failed apply left outside every inventory,
+        found by the owner label naming one of the test's namespaces."""
+        selector = f"{NAMESPACE_LABEL} in ({','.join(namespaces)})"
+        for api_version, _, kind in leakcheck.TRACKED:
+            with contextlib.suppress(NotFoundError, NoKindMatchError):
+                for obj in await self.client.list(api_version, kind, label_selector=selector):
+                    with contextlib.suppress(NotFoundError):
+                        await self.client.delete(api_version, kind, obj["metadata"]["name"])
 
     async def metrics_url(self) -> str:
         for _ in range(600):

@@ -30,7 +30,10 @@ def test_repeats() -> None:
 def test_default_plan() -> None:
     p = cli.plan(cli.parse([]))
     assert p == {
-        "scenarios": ["cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain"],
+        "scenarios": [
+            "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain",
+            "keyservices",
+        ],
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
         "big_sizes": [1000, 5000],

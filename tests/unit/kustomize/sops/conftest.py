@@ -7,6 +7,9 @@ import pytest
 
 from kustomize_controller.kustomize.sops import SopsDecryptor
 
+from .aws_moto import moto_server  # noqa: F401 - a fixture
+from .fake_azure import fake_azure  # noqa: F401 - a fixture
+from .fake_google import fake_google  # noqa: F401 - a fixture
 from .sopsgen import TESTDATA, fixture
 
 requires_gpg = pytest.mark.skipif(shutil.which("gpg") is None, reason="the 'gpg' binary is not on PATH")

@@ -27,6 +27,12 @@ TESTDATA = REPO.parent / "shared" / "reference" / "testdata" / "sops"
 LAST_MODIFIED = "2024-11-12T13:33:42Z"
 
 
+def flat(message: str) -> str:
+    """An error message with sops' ``UserError()`` layout undone: one line, single spaces, no
+    ``|`` gutters, so that wrapped phrases can be searched for."""
+    return " ".join(w for w in message.split() if w not in ("|", "-"))
+
+
 def fixture(rel: str) -> bytes:
     return (TESTDATA / rel).read_bytes()
 

@@ -11,7 +11,7 @@ from kustomize_controller.kustomize.errors import DecryptionError
 from kustomize_controller.kustomize.sops import SopsKeyError
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 
-from .sopsgen import fixture
+from .sopsgen import fixture, flat
 
 
 class FakeSecrets:
@@ -67,8 +67,9 @@ async def test_global_age_secret_without_secret_ref() -> None:
         client=client, namespace="apps", secret_name=None, global_age_secret=("flux-system", "global")
     ) as dec:
         assert dec.decrypt_object(GLOBAL_OBJ)["stringData"] == {"key": "global-value"}
-        with pytest.raises(SopsKeyError, match="no PGP private key was provided"):
+        with pytest.raises(SopsKeyError) as info:
             dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+        assert "no PGP private key was provided" in flat(str(info.value))
 
 
 async def test_no_keys_at_all() -> None:

@@ -13,7 +13,7 @@ import yaml
 from kustomize_controller.kustomize.sops import SopsDecryptor, SopsKeyError
 
 from .conftest import requires_gpg
-from .sopsgen import fixture
+from .sopsgen import fixture, flat
 
 pytestmark = requires_gpg
 
@@ -68,7 +68,7 @@ def test_public_key_only_is_a_clear_error(tmp_path: Path) -> None:
     assert b"PUBLIC KEY BLOCK" in public
     with SopsDecryptor.from_secret_data({"pub.asc": public}) as dec, pytest.raises(SopsKeyError) as info:
         dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
-    assert "failed to import 'pub.asc' data: no OpenPGP private key found" in str(info.value)
+    assert "failed to import 'pub.asc' data: no OpenPGP private key found" in flat(str(info.value))
 
 
 def test_garbage_key_is_a_clear_error() -> None:
@@ -105,9 +105,10 @@ def test_gpg_missing_from_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with (
         SopsDecryptor.from_secret_data({"pgp.asc": fixture("keys/pgp.asc")}) as dec,
-        pytest.raises(SopsKeyError, match="no 'gpg' binary on PATH"),
+        pytest.raises(SopsKeyError) as info,
     ):
         dec.decrypt_object(yaml.safe_load(fixture("algorithms/pgp.yaml")))
+    assert "no 'gpg' binary on PATH" in flat(str(info.value))
 
 
 def test_a_hanging_gpg_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
