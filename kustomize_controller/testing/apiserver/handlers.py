@@ -27,6 +27,7 @@ from .cluster import PATCH_TYPES, Cluster, WriteContext
 from .conversion import Converter
 from .errors import ApiStatusError
 from .faults import FaultInjector
+from .kinds import ResourceType
 from .objects import with_version
 from .rbac import Attributes, Authorizer, forbidden_message
 from .requestlog import RequestLog, RequestRecord
@@ -140,7 +141,8 @@ class Api:
                 await asyncio.sleep(delay)
             if tracked:
                 # a faulted client (clientfaults.py): with the body read here nothing below waits before
-                # storing, so a client cut off now cannot have a write stored after its crash
+                # storing (but a conversion webhook call, for a non-storage version), so a client cut off
+                # now cannot have a write stored after its crash
                 if request.can_read_body:
                     await request.read()
                 if client_faults.is_cut(user.name):
@@ -374,7 +376,7 @@ class Api:
         return self.client_faults.stale_resource_version(user.name, resource, storage.resource_version,
                                                          storage.oldest_watchable)
 
-    async def _stale_get(self, rt: Any, namespace: str, name: str, rv: int,
+    async def _stale_get(self, rt: ResourceType, namespace: str, name: str, rv: int,
                          versioned: VersionedRequests | None) -> web.StreamResponse:
         """A GET answered from a lagging watch cache: the object as it was at ``rv`` (clientfaults.py)."""
         listed = reads.list_objects(self.cluster, rt, namespace if rt.namespaced else None,
