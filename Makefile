@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test faults run bench e2e lint typecheck imports unit venv builder crd clean
+.PHONY: test faults run bench e2e lint typecheck imports unit venv builder crd image clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -55,6 +55,14 @@ builder: $(BIN)/kubectl
 
 $(BIN)/kubectl: scripts/install_kubectl.py | $(STAMP)
 	$(BIN)/python scripts/install_kubectl.py $(BIN)
+
+# The controller's image, tagged as manifests/deployment/kustomization.yaml deploys it (never part of make test;
+# tests/image checks its install steps without Docker). DOCKER_BUILD_ARGS e.g. `--network host` or
+# `--build-arg PYTHON_IMAGE=...`; IMAGE overrides the reference (e.g. a registry's).
+IMAGE ?= $(shell $(PYTHON) scripts/image_ref.py)
+image:
+	docker build $(DOCKER_BUILD_ARGS) -t $(IMAGE) .
+	@echo "built $(IMAGE)"
 
 lint: venv
 	$(BIN)/ruff check .

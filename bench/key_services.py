@@ -1,8 +1,8 @@
-"""Issue 23: what the first decryption with each cloud key service costs, and what a controller
+"""Issue 23: what the first decryption with each cloud key service (and Vault transit) costs, and what a controller
 that never meets a cloud key pays for them (nothing: the modules are imported lazily).
 
 Three kinds of process, so that no measurement includes another's imports:
-- ``serve``: the loopback services (moto for AWS KMS, the test suite's fake Google and Azure) and
+- ``serve``: the loopback services (moto for AWS KMS, the test suite's fake Google, Azure and Vault) and
   the documents, encrypted here (boto3 stays in this process); prints a JSON spec, runs until
   stdin closes.
 - ``measure <provider>``: imports what the controller imports (``kustomize_controller.app``),
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PROVIDERS = ("aws", "gcp", "azure")
+PROVIDERS = ("aws", "gcp", "azure", "vault")
 CLOUD_MODULES = (
     "kustomize_controller.kustomize.sops.keys.awskms",
     "kustomize_controller.kustomize.sops.keys.aws_credentials",
@@ -36,6 +36,7 @@ CLOUD_MODULES = (
     "kustomize_controller.kustomize.sops.keys.gcp_credentials",
     "kustomize_controller.kustomize.sops.keys.azkv",
     "kustomize_controller.kustomize.sops.keys.azure_credentials",
+    "kustomize_controller.kustomize.sops.keys.vault_auth",
     "botocore",
     "boto3",
     "google",
@@ -57,6 +58,7 @@ def _rss_mib() -> float:
 async def _serve(workdir: Path) -> None:
     from moto.server import ThreadedMotoServer
 
+    from tests.fakes.vault import FakeVault
     from tests.unit.kustomize.sops.aws_moto import PLAIN, STATIC_SECRET_YAML, Moto, recipe
     from tests.unit.kustomize.sops.fake_azure import CLIENT_ID, CLIENT_SECRET, TENANT, FakeAzure
     from tests.unit.kustomize.sops.fake_google import KEY, FakeGoogle
@@ -105,12 +107,24 @@ async def _serve(workdir: Path) -> None:
         "secret": {"sops.azure-kv": json.dumps(azure_secret)},
         "env": {},
     }
+    vault = FakeVault()
+    vault.add_key("sops", "bench")
+    vault.add_token("bench-root-token")
+    await vault.start()
+    data_key = os.urandom(32)
+    vault_entry = {"vault_address": vault.url, "engine_path": "sops", "key_name": "bench",
+                   "enc": vault.encrypt("sops", "bench", data_key)}
+    (workdir / "vault.yaml").write_bytes(
+        encrypt_document(PLAIN, "yaml", recipe(extra_key_entries={"hc_vault": [vault_entry]}), key=data_key)
+    )
+    spec["vault"] = {"doc": str(workdir / "vault.yaml"), "secret": {"sops.vault-token": "bench-root-token"}, "env": {}}
     print(json.dumps(spec), flush=True)
     try:
         await asyncio.to_thread(sys.stdin.read)  # until the driver closes our stdin
     finally:
         for runner in runners:
             await runner.cleanup()
+        await vault.stop()
         moto.stop()
 
 

@@ -1,9 +1,10 @@
 """The ``kustomize-controller`` command line.
 
 Commands are registered in :data:`COMMANDS` (name → :class:`Command`): ``run`` (the controller,
-the default when the first argument names no command), ``build``, ``diff`` (``diff_command.py``)
-and ``demo``. A command either declares argparse arguments (``configure`` + ``handler``) or takes
-its arguments unparsed (``raw_handler``), which is what the controller's pflag-compatible flags need.
+the default when the first argument names no command), ``build``, ``diff`` (``diff_command.py``),
+``approve`` (``approve_command.py``) and ``demo``. A command either declares argparse arguments
+(``configure`` + ``handler``) or takes its arguments unparsed (``raw_handler``), which is what the
+controller's pflag-compatible flags need.
 
 ``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
 [--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
@@ -166,6 +167,20 @@ def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return diff_main(args, out, err)
 
 
+def _configure_approve(parser: argparse.ArgumentParser) -> None:
+    from kustomize_controller.approve_command import configure
+
+    configure(parser)
+
+
+def _approve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from kustomize_controller.approve_command import main as approve_main
+    from kustomize_controller.kube.transport import limit_tls_read_buffer
+
+    limit_tls_read_buffer()
+    return approve_main(args, out, err)
+
+
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     from kustomize_controller.demo import configure
 
@@ -194,6 +209,11 @@ COMMANDS: dict[str, Command] = {
         help="show what the next reconcile of a Kustomization would change on a live cluster (writes nothing)",
         configure=_configure_diff,
         handler=_diff,
+    ),
+    "approve": Command(
+        help="show the plan of a Kustomization with approval: manual, as diff does, and approve it",
+        configure=_configure_approve,
+        handler=_approve,
     ),
     "demo": Command(
         help="run the controller on the embedded API server with the examples/ source (no cluster needed)",

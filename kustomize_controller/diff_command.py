@@ -17,7 +17,10 @@ prints, per object in apply order then prune order:
 
 Exit status as ``kubectl diff``: 0 nothing would change, 1 something would, 2 an error (usage, the
 pipeline, or any object's dry-run; what could be computed is still printed). Progress and errors go
-to stderr, the diff to stdout; ``--output json`` prints one JSON document instead.
+to stderr, the diff to stdout; ``--output json`` prints one JSON document instead. Both give the plan's
+id and counts (what ``approve`` would approve, ``reconcile/gate/plan.py``) and, when the controller holds
+its plan (``approval: manual``, a closed sync window), the condition that says so: the diff is then the
+pending plan.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,6 +45,7 @@ from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builde
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity, WorkloadIdentityOptions
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.preview import Preview, PreviewError, PreviewOptions, preview_kustomization
 from kustomize_controller.runtime.clock import RealClock
@@ -51,13 +56,18 @@ _QUIET = (str(Action.UNCHANGED), str(Action.SKIPPED))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    configure_connection(parser)
+    parser.add_argument("--path", default="", metavar="DIR",
+                        help="a local directory used instead of the source artifact (the artifact root)")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format")
+
+
+def configure_connection(parser: argparse.ArgumentParser) -> None:
+    """The Kustomization, the cluster, and the controller's flags a preview needs (``diff``, ``approve``)."""
     parser.add_argument("name", metavar="NAME", help="the Kustomization")
     parser.add_argument("-n", "--namespace", default="flux-system", help="its namespace (default flux-system)")
     parser.add_argument("--kubeconfig", default="", metavar="FILE", help="kubeconfig (default: KUBECONFIG, ~/.kube)")
-    parser.add_argument("--path", default="", metavar="DIR",
-                        help="a local directory used instead of the source artifact (the artifact root)")
     parser.add_argument("--verbose", action="store_true", help="also list unchanged and skipped objects")
-    parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--no-remote-bases", action="store_true", help="refuse remote kustomize bases")
     parser.add_argument(
         "--feature-gates", action="append", default=[], metavar="GATES", help="Name=bool pairs, comma separated"
@@ -105,14 +115,25 @@ def _change_json(change: PreviewChange) -> dict[str, Any]:
 
 def render_json(preview: Preview, *, verbose: bool) -> str:
     objects = [c for c in preview.changes if verbose or c.error or c.action not in _QUIET]
+    plan = preview.plan
     doc = {
         "kustomization": preview.subject,
         "revision": preview.revision,
         "changed": preview.changed,
+        "plan": {"id": plan.id, "counts": plan.counts()},
+        "waiting": preview.waiting,
         "objects": [_change_json(c) for c in objects],
         "errors": preview.errors,
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def say_plan(preview: Preview, err: TextIO) -> None:
+    """The plan's id and counts, and why the controller holds its own plan, on stderr."""
+    if preview.changed:
+        print(f"► {preview.plan.describe()} for revision {preview.revision}", file=err)
+    for message in preview.waiting:
+        print(f"► the controller holds its plan: {message}", file=err)
 
 
 def _age_secret(value: str) -> tuple[str, str] | None:
@@ -124,7 +145,16 @@ def _age_secret(value: str) -> tuple[str, str] | None:
     return namespace, name
 
 
-async def _preview(args: argparse.Namespace, err: TextIO) -> Preview:
+async def run_preview(
+    args: argparse.Namespace,
+    err: TextIO,
+    *,
+    as_applied: bool = False,
+    first: Callable[[KubeClient], Awaitable[None]] | None = None,
+    then: Callable[[KubeClient, Preview], Awaitable[None]] | None = None,
+) -> Preview:
+    """The preview the flags of ``configure_connection`` describe; ``first`` and ``then`` run before and after
+    it with the same client."""
     gates = FeatureGates.parse(args.feature_gates)
     clock = RealClock()
     config = await load_config(kubeconfig=args.kubeconfig or None)
@@ -134,34 +164,46 @@ async def _preview(args: argparse.Namespace, err: TextIO) -> Preview:
         print(f"► {message}", file=err, flush=True)
 
     async with KubeClient(config=config) as client, aiohttp.ClientSession() as session:
+        if first is not None:
+            await first(client)
         pipeline = BuildPipeline(
             builder=KustomizeBuilder(command=command, clock=clock),
             workspace=Workspace(),
             fetcher=ArtifactFetcher(session=session, clock=clock, retries=1, env=os.environ),
         )
         options = PreviewOptions(
-            local_root=Path(args.path) if args.path else None,
+            local_root=Path(args.path) if getattr(args, "path", "") else None,
+            as_applied=as_applied,
             no_remote_bases=args.no_remote_bases,
             strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
             sops_age_secret=_age_secret(args.sops_age_secret),
+            # spec.decryption.serviceAccountName as the controller honours it: a TokenRequest with the
+            # caller's credentials; without the gate it fails as the controller would
+            workload_identity=WorkloadIdentity(client=client, cache=None, options=WorkloadIdentityOptions(
+                object_level=gates.enabled("ObjectLevelWorkloadIdentity"), environ=dict(os.environ))),
             engine=ApplySettings(
                 override_managers=tuple(args.override_manager),
                 custom_stage_kinds=parse_group_kind_set(args.custom_apply_stage_kinds),
                 migrate_api_version=gates.enabled("MigrateAPIVersion"),
             ),
         )
-        return await preview_kustomization(client=client, pipeline=pipeline, clock=clock, namespace=args.namespace,
-                                           name=args.name, options=options, progress=say)
+        preview = await preview_kustomization(client=client, pipeline=pipeline, clock=clock,
+                                              namespace=args.namespace, name=args.name, options=options, progress=say)
+        if then is not None:
+            await then(client, preview)
+        return preview
 
 
 def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
-        preview = asyncio.run(_preview(args, err))
+        preview = asyncio.run(run_preview(args, err))
     except (PreviewError, KubeError, FlagError, OSError, ValueError) as exc:
         print("error: " + " ".join(str(exc).split()), file=err)
         return EXIT_ERROR
     render = render_json if args.output == "json" else render_text
     out.write(render(preview, verbose=args.verbose))
+    if args.output != "json":
+        say_plan(preview, err)
     for message in preview.errors:
         print(f"error: {message}", file=err)
     if preview.errors:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from kustomize_controller.api.crdgen import CONVERSION_SERVICE
 from kustomize_controller.api.duration import parse_duration
 
 # Feature gates with their defaults (upstream internal/features/features.go is authoritative).
@@ -142,10 +143,12 @@ class Settings:
     concurrent_health_checks: int = 32
     runtime_namespace: str = ""
     progress_status_delay: timedelta = timedelta(seconds=2)
+    sync_windows_configmap: str = ""  # NAMESPACE/NAME of the fleet-wide sync windows (change management)
     # Conversion webhook of the old Kustomization versions (issue 18; ":9443" as controller-runtime's).
     webhook_addr: str = ":9443"
     webhook_url: str = ""
     webhook_cert_dir: str = ""
+    webhook_service: str = CONVERSION_SERVICE
 
     def custom_stage_group_kinds(self) -> list[tuple[str, str]]:
         """``--custom-apply-stage-kinds`` as (group, kind) pairs; ``Kind`` alone means the core group."""
@@ -311,10 +314,16 @@ FLAGS: tuple[_Flag, ...] = (
           "(out of cluster); 'auto' is https://<bound address>/convert (ours)."),
     _Flag("webhook-cert-dir", "webhook_cert_dir", "str",
           "A directory with tls.crt and tls.key (e.g. from cert-manager) to serve the conversion webhook "
-          "with; the controller then neither issues a certificate nor edits the CRD (ours)."),
+          "with; the controller then issues no certificate and leaves the CRD's caBundle to cert-manager (ours)."),
+    _Flag("webhook-service", "webhook_service", "str",
+          "The Service (in the runtime namespace) in front of the conversion webhook, which the controller "
+          "writes into the CRD's conversion when --webhook-url is not set (ours)."),
     _Flag("concurrent-health-checks", "concurrent_health_checks", "int",
           "The number of health checks that wait without holding one of the --concurrent workers; "
           "beyond it a health check holds its worker, as upstream (ours)."),
+    _Flag("sync-windows-configmap", "sync_windows_configmap", "str",
+          "NAMESPACE/NAME of a ConfigMap whose data.windows lists fleet-wide sync windows (allow/deny, "
+          "cron, duration, time zone) selecting Kustomizations by namespace, name and labels (ours)."),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
 
@@ -387,15 +396,17 @@ def validate(settings: Settings) -> None:
         raise FlagError("--concurrent-ssa must be at least 1")
     if settings.concurrent_health_checks < 0:
         raise FlagError("--concurrent-health-checks must not be negative")
-    if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity"):
-        for flag_name, value in (
-            ("default-decryption-service-account", settings.default_decryption_service_account),
-            ("default-kubeconfig-service-account", settings.default_kubeconfig_service_account),
-        ):
-            if value:
-                raise FlagError(
-                    f"--{flag_name} requires the feature gate ObjectLevelWorkloadIdentity to be enabled"
-                )
+    if settings.sync_windows_configmap:
+        namespace, sep, name = settings.sync_windows_configmap.partition("/")
+        if not (sep and namespace and name) or "/" in name:
+            raise FlagError(f"--sync-windows-configmap {settings.sync_windows_configmap!r}: expected NAMESPACE/NAME")
+    if not settings.feature_gates.enabled("ObjectLevelWorkloadIdentity") and (
+        settings.default_decryption_service_account or settings.default_kubeconfig_service_account
+    ):
+        # fluxcd/pkg auth.ErrInconsistentObjectLevelConfiguration, upstream's exact text
+        raise FlagError(
+            "cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"
+        )
     lease = settings.leader_election_lease_duration
     renew = settings.leader_election_renew_deadline
     retry = settings.leader_election_retry_period

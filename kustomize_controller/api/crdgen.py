@@ -45,7 +45,6 @@ __all__ = [
     "CRD_FILE_NAME",
     "CRD_NAME",
     "build_crd",
-    "conversion_stanza",
     "model_schema",
     "render_crd",
 ]
@@ -167,19 +166,6 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-def conversion_stanza(*, client_config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``spec.conversion``: the controller's webhook, by default behind the Service of manifests/webhook.
-
-    The Service's namespace is the one of manifests/ (kustomize rewrites it with ``namespace:``); the
-    controller fills in ``caBundle``, or points ``url`` at itself when it runs out of the cluster.
-    """
-    config = client_config or {
-        "service": {"name": CONVERSION_SERVICE, "namespace": "kustomize-system", "path": CONVERSION_PATH,
-                    "port": 443},
-    }
-    return {"strategy": "Webhook", "webhook": {"clientConfig": config, "conversionReviewVersions": ["v1"]}}
-
-
 def _old_version(schema: dict[str, Any], version: str) -> dict[str, Any]:
     """A served, deprecated old version (schema as it had it; see ``api.versions``)."""
     return {
@@ -198,7 +184,8 @@ def build_crd() -> dict[str, Any]:
     """The Kustomization CustomResourceDefinition as plain data.
 
     ``v1`` (first, the storage version) is upstream's; the old versions follow, served and deprecated,
-    converted by the controller's webhook (``spec.conversion``).
+    converted by the controller's webhook. ``spec.conversion`` is not declared here (as upstream's CRD
+    has none): the controller owns it and writes it at start (``conversion/crd.py`` says why).
     """
     schema = model_schema(Kustomization)
     schema["properties"]["apiVersion"]["description"] = _API_VERSION_DOC
@@ -222,7 +209,6 @@ def build_crd() -> dict[str, Any]:
                 "singular": KIND.lower(),
             },
             "scope": "Namespaced",
-            "conversion": conversion_stanza(),
             "versions": [
                 {
                     "name": VERSION,

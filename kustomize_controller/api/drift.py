@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
+from kustomize_controller.api.annotations import annotation_choice
+
 DRIFT_DETECTION_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/drift-detection"
 #: Condition type reported in ``warn`` mode (removed in ``enabled`` mode).
 DRIFTED_CONDITION: Final = "Drifted"
@@ -32,13 +34,5 @@ class InvalidDriftModeError(ValueError):
 
 def drift_mode(annotations: Mapping[str, str] | None) -> DriftMode:
     """The mode the annotations select (``enabled`` when the annotation is absent)."""
-    raw = (annotations or {}).get(DRIFT_DETECTION_ANNOTATION)
-    if raw is None:
-        return DriftMode.ENABLED
-    value = str(raw).strip().lower()
-    try:
-        return DriftMode(value)
-    except ValueError:
-        raise InvalidDriftModeError(
-            f"invalid annotation {DRIFT_DETECTION_ANNOTATION}: {raw!r}, expected 'enabled' or 'warn'"
-        ) from None
+    return annotation_choice(annotations, DRIFT_DETECTION_ANNOTATION, DriftMode, default=DriftMode.ENABLED,
+                             error=InvalidDriftModeError)

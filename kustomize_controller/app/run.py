@@ -32,6 +32,7 @@ import aiohttp
 from kustomize_controller.api.kustomization import API_VERSION, KIND
 from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
 from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind
+from kustomize_controller.app.decryption import workload_identity
 from kustomize_controller.app.watches import wire_dependents, wire_watches
 from kustomize_controller.apply.staging import parse_group_kind_set
 from kustomize_controller.conversion.webhook import ConversionWebhook, WebhookOptions
@@ -46,8 +47,11 @@ from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.apply_step import ApplyStepOptions
+from kustomize_controller.reconcile.gate.fleet import parse_configmap_ref
+from kustomize_controller.reconcile.gate.gate import GateOptions
 from kustomize_controller.reconcile.interrupt import EnqueueHooks
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import Notifier, WebhookSender
@@ -167,7 +171,8 @@ async def run_controller(
             clock=clock,
             rng=random.Random(),
             hooks=waits.hooks,
-            options=reconciler_options(settings, clock, runtime_namespace, waits),
+            options=reconciler_options(settings, clock, runtime_namespace, waits,
+                                       workload_identity(settings, client, clock, manager)),
         )
         controller = _controller(settings, clock, manager, reconciler, waits)
         wire_watches(controller, manager, watched.kustomizations, watched.sources, settings, watched.namespace,
@@ -289,7 +294,7 @@ def _health_waits(settings: Settings) -> _HealthWaits:
 
 
 def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
-                       waits: _HealthWaits) -> ReconcilerOptions:
+                       waits: _HealthWaits, identity: WorkloadIdentity | None = None) -> ReconcilerOptions:
     """Every flag and gate the reconciler reads, in one place."""
     gates = settings.feature_gates
     sops_age_secret = (runtime_namespace, settings.sops_age_secret) if settings.sops_age_secret else None
@@ -322,6 +327,9 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
                 remote_clients=RemoteClients(qps=settings.kube_api_qps, burst=settings.kube_api_burst, clock=clock),
             ),
             sops_age_secret=sops_age_secret,
+            workload_identity=identity,
+            gate=GateOptions(sync_windows_configmap=parse_configmap_ref(settings.sync_windows_configmap)
+                             if settings.sync_windows_configmap else None),
         ),
     )
 
@@ -349,9 +357,11 @@ def _add_conversion_webhook(manager: Manager, client: KubeClient, clock: Clock, 
         return None
     webhook = ConversionWebhook(client=client, clock=clock, options=WebhookOptions(
         addr=settings.webhook_addr, url=settings.webhook_url, cert_dir=settings.webhook_cert_dir,
-        namespace=runtime_namespace),
+        namespace=runtime_namespace, service_name=settings.webhook_service),
         leading=(lambda: manager.is_leader) if settings.enable_leader_election else (lambda: True))
     manager.add_runnable("conversion-webhook", webhook.run)
+    if settings.enable_leader_election:
+        manager.add_runnable("conversion-webhook-leader", webhook.leading_started, needs_leader=True)
     return webhook
 
 

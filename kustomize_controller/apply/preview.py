@@ -9,7 +9,9 @@ Contract:
 - ``preview_apply`` is the engine's phase A (``ResourceManager.plan_all``): one GET and one dry-run per
   object. An object the set itself makes possible — in a Namespace, or of a kind defined by a CRD,
   that the same set creates — cannot be dry-run before they exist; it is reported ``created``,
-  unvalidated, as the staged apply would create it after them. A dry-run failing on an immutable
+  unvalidated, as the staged apply would create it after them. Each change carries the digest of
+  its desired manifest and, when configured, the paths that differ: what a plan id is made of
+  (``reconcile/gate/plan.py``). A dry-run failing on an immutable
   field of an object with ``force`` is reported as a recreate. Callers pass no ``detect_only``
   policy: a preview shows every drift as the change it is (``drift-detection: warn`` does not hide it).
 - ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
@@ -33,12 +35,14 @@ import yaml
 
 from kustomize_controller.apply.changeset import Action
 from kustomize_controller.apply.client import ApplyClient, PatchType
+from kustomize_controller.apply.detect_only import drifted_paths
 from kustomize_controller.apply.drift import IgnoreRule, ignored_paths, strip_paths
 from kustomize_controller.apply.errors import PruneError
 from kustomize_controller.apply.manager import ApplyOptions, PlannedObject, ResourceManager
 from kustomize_controller.apply.objects import Object, ObjRef, deep_copy
 from kustomize_controller.apply.prune import StaleObject, delete_all
 from kustomize_controller.apply.staging import is_crd
+from kustomize_controller.apply.verified import fingerprint
 from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import NotFoundError
 
@@ -124,6 +128,8 @@ class PreviewChange:
     diff: str = ""
     error: str = ""
     note: str = ""
+    desired: str = ""  # digest of the desired manifest (created/configured/recreated), for plan ids
+    paths: tuple[str, ...] = ()  # configured: the field paths that differ (``detect_only.drifted_paths``)
 
     @property
     def changed(self) -> bool:
@@ -163,25 +169,30 @@ async def preview_apply(
     out: list[PreviewChange] = []
     for plan in planned:
         api_version = str(plan.desired.get("apiVersion") or "")
+        desired = fingerprint(plan.desired, context="")
         if plan.error is not None:
             if _enabled_by_set(plan, namespaces, kinds):
                 out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.CREATED,
-                                         note="not validated: needs objects this revision creates first"))
+                                         note="not validated: needs objects this revision creates first",
+                                         desired=desired))
             else:
                 out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.UNKNOWN,
                                          error=str(plan.error)))
             continue
         if plan.recreate:
             out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=RECREATED,
-                                     note="would be recreated: an immutable field changed and force is set"))
+                                     note="would be recreated: an immutable field changed and force is set",
+                                     desired=desired))
             continue
         diff = note = ""
+        paths: tuple[str, ...] = ()
         if plan.action is Action.CONFIGURED and plan.live is not None and plan.dry_run is not None:
             diff = render_diff(plan.ref, plan.live, plan.dry_run, options.ignore_rules)
+            paths = tuple(drifted_paths(plan.live, plan.dry_run, options.ignore_rules))
             if not diff:
                 note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"
         out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
-                                 note=note))
+                                 note=note, desired=desired, paths=paths))
     return out
 
 

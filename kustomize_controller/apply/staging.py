@@ -119,6 +119,13 @@ def partition(objects: Sequence[Object], custom_stage_kinds: frozenset[GroupKind
     return stages
 
 
+def staged_order(objects: Sequence[Object], custom_stage_kinds: frozenset[GroupKind] = frozenset()) -> list[ObjRef]:
+    """The order in which ``apply_all_staged`` handles (and reports) ``objects``: stage by stage, sorted."""
+    stages = partition(objects, custom_stage_kinds)
+    return [ObjRef.from_object(o) for stage in (stages.definitions, stages.classes, stages.custom, stages.rest)
+            for o in sort_objects(stage)]
+
+
 def parse_group_kind_set(value: str) -> frozenset[GroupKind]:
     """Parse ``--custom-apply-stage-kinds``: ``group/Kind,Kind,...`` (no group = core)."""
     result: set[GroupKind] = set()

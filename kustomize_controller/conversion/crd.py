@@ -1,16 +1,30 @@
-"""Point the Kustomization CRD's conversion at this controller: ``caBundle`` and, out of cluster, ``url``.
+"""Point the Kustomization CRD's conversion at this controller: the controller owns ``spec.conversion``.
+
+Why the controller, not the manifests: the API server wants exactly one of ``clientConfig.url`` (out of
+cluster, ``--webhook-url``) and ``clientConfig.service`` (in cluster). Server-side apply never removes a
+field its applier does not own, so if ``manifests/crd`` declared ``service`` and the controller had
+written ``url``, every re-apply of the manifests would put ``service`` back beside ``url`` and be
+refused ("exactly one of url or service is required"). The manifests' CRD therefore declares no
+conversion (as upstream's), and the controller writes all of it, so a re-apply — forced or not, by
+kubectl or by a Flux Kustomization — leaves it as the controller wrote it.
 
 Contract:
 
-- ``conversion_patch(crd, ca_bundle=..., url=...)`` is pure: the JSON merge patch that makes
-  ``spec.conversion`` a Webhook conversion (ConversionReview v1) trusting ``ca_bundle`` and reaching
-  ``url`` (when given; it replaces a ``service`` reference) or the ``service`` the manifests declare;
-  ``None`` when the CRD already says exactly that, or when it serves v1 alone (upstream's CRD: no
-  conversion is needed, and we leave a CRD we did not ship alone).
-- ``ensure_crd`` GETs the CRD and PATCHes it when needed; it is idempotent and cheap when nothing
-  changed (one GET), so the webhook runs it periodically and repairs a CRD re-applied without
-  ``caBundle``.
-- ``service_hosts(crd)`` are the DNS names a serving certificate needs for the CRD's ``service``.
+- ``conversion_patch(crd, ca_bundle=..., target=...)`` is pure: the JSON merge patch that makes
+  ``spec.conversion`` a Webhook conversion (ConversionReview v1) reaching ``target`` (``{"url": ...}``
+  or ``{"service": ...}``; the other member is removed in the same write, so the CRD is valid before
+  and after) and trusting ``ca_bundle`` (``None``: leave ``caBundle`` to someone else, e.g.
+  cert-manager's CA injector). ``target=None`` keeps the CRD's current url or service (a stand-by in
+  url mode) and only repairs the rest. ``None`` when the CRD already says exactly that, when there is
+  nothing to point at, or when the CRD serves v1 alone (upstream's: nothing to convert, and we leave
+  a CRD we did not ship alone).
+- ``ensure_crd`` PATCHes the CRD as just read when needed, as field manager ``FIELD_MANAGER``, with a
+  merge patch (an Update, which removes the other member whoever applied it), then server-side
+  applies the result once under the same manager so that we co-own it (``claimed``): an applier that
+  stops declaring those fields cannot remove them. The name must not start with
+  ``kustomize-controller`` or ``kubectl``: Flux (and our apply) take over such managers' Update
+  fields when a Kustomization applies this CRD, and would then drop them at its next apply.
+- ``service_reference``/``service_hosts``: the in-cluster target and the DNS names its certificate needs.
 
 Not promised: the ``v1beta1`` ConversionReview (kube-apiserver has sent v1 since 1.16 when asked).
 """
@@ -23,21 +37,28 @@ from typing import Any, Final
 from kustomize_controller.api.crdgen import CONVERSION_PATH, CRD_NAME
 from kustomize_controller.kube.client import KubeClient
 
-__all__ = ["conversion_patch", "ensure_crd", "service_hosts"]
+__all__ = ["FIELD_MANAGER", "claimed", "conversion_patch", "ensure_crd", "service_hosts", "service_reference"]
 
 _CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
+#: the field manager of the controller's writes to the CRD's ``spec.conversion`` (see the module doc)
+FIELD_MANAGER: Final = "kustomize-conversion-webhook"
+_TARGETS: Final = ("url", "service")
 
 
-def service_hosts(crd: dict[str, Any]) -> list[str]:
-    service = (((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig", {}
-                                                                                         ).get("service")
-    if not isinstance(service, dict) or not service.get("name") or not service.get("namespace"):
+def service_reference(name: str, namespace: str) -> dict[str, Any]:
+    """``clientConfig.service`` for the Service ``namespace/name`` of manifests/webhook (port 443)."""
+    return {"name": name, "namespace": namespace, "path": CONVERSION_PATH, "port": 443}
+
+
+def service_hosts(service: dict[str, Any]) -> list[str]:
+    name, namespace = service.get("name"), service.get("namespace")
+    if not name or not namespace:
         return []
-    name, namespace = service["name"], service["namespace"]
     return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
 
-def conversion_patch(crd: dict[str, Any], *, ca_bundle: bytes, url: str) -> dict[str, Any] | None:
+def conversion_patch(crd: dict[str, Any], *, ca_bundle: bytes | None, target: dict[str, Any] | None
+                     ) -> dict[str, Any] | None:
     spec = crd.get("spec") or {}
     if len(spec.get("versions") or []) < 2:
         return None
@@ -45,11 +66,15 @@ def conversion_patch(crd: dict[str, Any], *, ca_bundle: bytes, url: str) -> dict
     webhook = current.get("webhook") or {}
     client_config = dict(webhook.get("clientConfig") or {})
     wanted = dict(client_config)
-    wanted["caBundle"] = base64.b64encode(ca_bundle).decode()
-    if url:
-        wanted.pop("service", None)
-        wanted["url"] = url
-    elif "service" not in wanted:
+    if ca_bundle is not None:
+        wanted["caBundle"] = base64.b64encode(ca_bundle).decode()
+    if target is not None:
+        (member,) = target  # exactly one of url, service
+        assert member in _TARGETS, member
+        for key in _TARGETS:
+            wanted.pop(key, None)
+        wanted.update(target)
+    if not any(wanted.get(key) for key in _TARGETS):
         return None  # neither a URL nor a Service to point at: nothing sensible to write
     if (current.get("strategy") == "Webhook" and client_config == wanted
             and webhook.get("conversionReviewVersions") == ["v1"]):
@@ -66,14 +91,60 @@ async def get_crd(client: KubeClient) -> dict[str, Any]:
     return await client.get(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME)
 
 
-async def ensure_crd(client: KubeClient, *, crd: dict[str, Any], ca_bundle: bytes, url: str) -> bool:
-    """Patch ``crd`` (as just read) if its conversion is not what it should be; True when patched."""
-    patch = conversion_patch(crd, ca_bundle=ca_bundle, url=url)
-    if patch is None:
-        return False
-    # the resourceVersion makes the patch fail rather than overwrite a CRD changed since the GET
-    patch["metadata"] = {"resourceVersion": crd["metadata"]["resourceVersion"]}
-    await client.patch(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME, None, patch, patch_type="merge")
+def claimed(crd: dict[str, Any], *, with_ca_bundle: bool) -> bool:
+    """Whether ``FIELD_MANAGER`` applied (co-owns) the conversion as it is: strategy, review versions, the
+    url or service there, and ``caBundle`` unless cert-manager keeps it."""
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    wanted = {"f:strategy", "f:webhook.f:conversionReviewVersions"}
+    wanted |= {f"f:webhook.f:clientConfig.f:{key}" for key in _TARGETS if key in config}
+    if with_ca_bundle:
+        wanted.add("f:webhook.f:clientConfig.f:caBundle")
+    for entry in (crd.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply":
+            owned = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:conversion") or {}
+            return wanted <= set(_paths(owned))
+    return False
+
+
+def _paths(fields: dict[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, sub in fields.items():
+        if key.startswith("f:"):
+            paths.append(prefix + key)
+            paths += _paths(sub or {}, prefix + key + ".")
+    return paths
+
+
+async def ensure_crd(client: KubeClient, *, crd: dict[str, Any], ca_bundle: bytes | None,
+                     target: dict[str, Any] | None) -> bool:
+    """Make ``crd``'s (as just read) conversion what it should be, owned by us; True when written.
+
+    Two writes, each guarded by the resourceVersion (a conflict fails rather than overwrites a CRD
+    changed since it was read): the merge patch that changes the conversion (and removes the other of
+    url and service, whoever applied it), then, unless done before, a server-side apply of the result
+    under ``FIELD_MANAGER``. That apply makes us a co-owner of every field we wrote, so an applier that
+    declared them once (the manifests did, before this module owned the conversion) and stops declaring
+    them releases nothing that would break the CRD.
+    """
+    patch = conversion_patch(crd, ca_bundle=ca_bundle, target=target)
+    if patch is not None:
+        patch["metadata"] = {"resourceVersion": crd["metadata"]["resourceVersion"]}
+        crd = await client.patch(_CRD_API_VERSION, "CustomResourceDefinition", CRD_NAME, None, patch,
+                                 patch_type="merge", field_manager=FIELD_MANAGER)
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") != "Webhook" or claimed(crd, with_ca_bundle=ca_bundle is not None):
+        return patch is not None
+    webhook = conversion.get("webhook") or {}
+    config = webhook.get("clientConfig") or {}
+    keys = (*_TARGETS, "caBundle") if ca_bundle is not None else _TARGETS
+    await client.apply({
+        "apiVersion": _CRD_API_VERSION, "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "resourceVersion": crd["metadata"]["resourceVersion"]},
+        "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": webhook.get("conversionReviewVersions") or ["v1"],
+            "clientConfig": {key: config[key] for key in keys if key in config}}}},
+    }, field_manager=FIELD_MANAGER, force=True)
     return True
 
 

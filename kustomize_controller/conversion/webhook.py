@@ -5,13 +5,15 @@ manager runnable that does not need leadership.
 
 Contract:
 
-- ``run()`` binds ``--webhook-addr``, then every ``refresh`` seconds (and at once):
-  with ``--webhook-cert-dir``, (re)loads ``tls.crt``/``tls.key`` from that directory (cert-manager
-  renews them there; its CA injector fills the CRD's ``caBundle``) and touches nothing in the cluster;
-  otherwise ensures the shared certificate Secret (``secret.py``: created, rotated), serves its
-  certificate and points the CRD's conversion at us (``crd.py``: ``caBundle``; ``url`` when
-  ``--webhook-url`` is set, ``auto`` meaning the address we are bound to — written by the leader
-  only, while every replica serves).
+- ``run()`` binds ``--webhook-addr``, then every ``refresh`` seconds (and at once) points the CRD's
+  conversion at us (``crd.py``, which owns ``spec.conversion``): ``url`` when ``--webhook-url`` is
+  set (``auto`` meaning the address we are bound to; written by the leader only, while every replica
+  serves; a replica that becomes leader does so at once, ``leading_started``), else ``service``:
+  ``--webhook-service`` in the runtime namespace. With
+  ``--webhook-cert-dir`` it (re)loads ``tls.crt``/``tls.key`` from that directory (cert-manager renews
+  them there; its CA injector fills the CRD's ``caBundle``); otherwise it ensures the shared
+  certificate Secret (``secret.py``: created, rotated), serves its certificate and writes its CA into
+  ``caBundle``.
 - A refresh that fails (no CRD yet, RBAC missing, API server away) is logged (once per distinct error)
   and retried at the next one; the server keeps serving the last good certificate. ``ready`` is set
   after the first good one.
@@ -39,13 +41,13 @@ from typing import Any
 
 from aiohttp import web
 
-from kustomize_controller.api.crdgen import CONVERSION_PATH
-from kustomize_controller.conversion.crd import default_url, ensure_crd, get_crd, service_hosts
+from kustomize_controller.api.crdgen import CONVERSION_PATH, CONVERSION_SERVICE
+from kustomize_controller.conversion.crd import default_url, ensure_crd, get_crd, service_hosts, service_reference
 from kustomize_controller.conversion.review import BadReview, review
 from kustomize_controller.conversion.secret import ensure_certificate
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.clock import Clock, sleep_unless
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.manager import parse_bind_address
 
@@ -65,6 +67,7 @@ class WebhookOptions:
     cert_dir: str = ""
     namespace: str = ""
     secret_name: str = SECRET_NAME
+    service_name: str = CONVERSION_SERVICE  # in cluster: the Service (in ``namespace``) the CRD points at
     refresh: float = 60.0
 
 
@@ -84,6 +87,7 @@ class ConversionWebhook:
         self._last_error = ""
         self.url = ""  # where the API server is told to call (set once bound)
         self.ready = asyncio.Event()
+        self._wake = asyncio.Event()  # refresh now, not at the next period (``leading_started``)
 
     async def run(self) -> None:
         bind = parse_bind_address(self._options.addr)
@@ -104,11 +108,18 @@ class ConversionWebhook:
             self.url = url
             _log.info("serving", endpoint="conversion-webhook", address=f"{host}:{port}", url=url or None)
             while True:
+                self._wake.clear()
                 await self._refresh_logged()
-                await self._clock.sleep(self._options.refresh)
+                await sleep_unless(self._clock, self._options.refresh, self._wake)
         finally:
             await runner.cleanup()
             shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def leading_started(self) -> None:
+        """A manager runnable that needs leadership: with ``--webhook-url``, a replica that has just become
+        leader points the CRD at itself now, not at its next refresh (up to ``refresh`` later)."""
+        if self._options.url:
+            self._wake.set()
 
     async def _refresh_logged(self) -> None:
         try:
@@ -124,10 +135,12 @@ class ConversionWebhook:
             self.ready.set()
 
     async def refresh(self) -> None:
-        if self._options.cert_dir:
+        ca_bundle: bytes | None = None
+        if self._options.cert_dir:  # cert-manager's files; its CA injector owns the CRD's caBundle
             directory = Path(self._options.cert_dir)
             self._load((directory / "tls.crt").read_bytes(), (directory / "tls.key").read_bytes())
-            return
+        service = (service_reference(self._options.service_name, self._options.namespace)
+                   if self._options.service_name and self._options.namespace else None)
         for attempt in range(3):
             try:
                 crd = await get_crd(self._client)
@@ -135,16 +148,25 @@ class ConversionWebhook:
                 raise RuntimeError("the Kustomization CRD is not installed (yet)") from err
             if len(crd.get("spec", {}).get("versions") or []) < 2:
                 return  # v1 only: nothing will ever be converted
-            hosts = service_hosts(crd)
-            if self.url:
-                hosts.append(_host_of(self.url))
-            bundle = await ensure_certificate(self._client, namespace=self._options.namespace,
-                                              name=self._options.secret_name, hosts=hosts, now=self._clock.now())
-            self._load(bundle.cert, bundle.key)
-            url = self.url if self._leading() else ""
+            if not self._options.cert_dir:
+                hosts = service_hosts(service) if service else []
+                if self.url:
+                    hosts.append(_host_of(self.url))
+                bundle = await ensure_certificate(self._client, namespace=self._options.namespace,
+                                                  name=self._options.secret_name, hosts=hosts,
+                                                  now=self._clock.now())
+                self._load(bundle.cert, bundle.key)
+                ca_bundle = bundle.ca_bundle
+            # with --webhook-url, only the leader points the CRD at itself (a stand-by keeps what is there)
+            target: dict[str, Any] | None = {"url": self.url} if self.url else {"service": service} if service \
+                else None
+            if self.url and not self._leading():
+                target = None
             try:
-                if await ensure_crd(self._client, crd=crd, ca_bundle=bundle.ca_bundle, url=url):
-                    _log.info("conversion webhook: CRD conversion updated", url=self.url or None)
+                if await ensure_crd(self._client, crd=crd, ca_bundle=ca_bundle, target=target):
+                    _log.info("conversion webhook: CRD conversion updated", url=self.url or None,
+                              service=f"{service['namespace']}/{service['name']}" if service and not self.url
+                              else None)
                 return
             except ConflictError:
                 if attempt == 2:

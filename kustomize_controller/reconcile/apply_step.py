@@ -29,12 +29,13 @@ from typing import Any, NoReturn
 
 import structlog
 
+from kustomize_controller.api.changes import InvalidApprovalModeError, approval_mode
 from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
 from kustomize_controller.api.duration import format_duration
 from kustomize_controller.api.meta import Reason
 from kustomize_controller.api.source import Artifact
 from kustomize_controller.apply.cel import CelStatusReaders
-from kustomize_controller.apply.changeset import Action, ChangeSet
+from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
 from kustomize_controller.apply.drift import IgnoreRuleError
 from kustomize_controller.apply.errors import ApplyEngineError, HealthCheckError, PruneError
 from kustomize_controller.apply.health import (
@@ -47,21 +48,32 @@ from kustomize_controller.apply.health import (
 from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
-from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.objects import ObjRef, split_api_version
+from kustomize_controller.apply.preview import PreviewChange
 from kustomize_controller.apply.prune import delete_all
 from kustomize_controller.apply.selectors import owner_labels
+from kustomize_controller.apply.staging import staged_order
 from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import KubeError, NotFoundError
 from kustomize_controller.kustomize.errors import ArtifactNotFoundError, KustomizeError
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline, BuildResult
+from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.kustomize.sops.loader import load_decryptor
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.apply_options import ApplySettings, apply_options
 from kustomize_controller.reconcile.context import HEALTHY, READY, ReconcileContext
 from kustomize_controller.reconcile.drift_mode import WarnPolicy
 from kustomize_controller.reconcile.drift_report import DetectOnlyDrift
+from kustomize_controller.reconcile.gate.gate import (
+    ChangeGate,
+    GateOptions,
+    GatePlanError,
+    rechecking_held_plan,
+    remember_ready,
+)
 from kustomize_controller.reconcile.history import upsert
+from kustomize_controller.reconcile.preview import plan_changes
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, tenant_client
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.controller import release_worker
@@ -87,7 +99,10 @@ class ApplyStepOptions:
     engine: ApplySettings = field(default_factory=ApplySettings)  # the flags that shape every apply
     tenancy: TenancyOptions = field(default_factory=TenancyOptions)
     sops_age_secret: tuple[str, str] | None = None  # (RUNTIME_NAMESPACE, --sops-age-secret)
+    # secret-less credentials of the key services (workload identity, Vault Kubernetes auth)
+    workload_identity: WorkloadIdentity | None = None
     health_interval: float = 5.0
+    gate: GateOptions = field(default_factory=GateOptions)  # approval and sync windows (reconcile/gate)
 
 
 def reverifying(ctx: ReconcileContext) -> bool:
@@ -114,15 +129,19 @@ class ApplyStep:
         self._verified = VerifiedApplies()
         # drift-detection: warn — the record of what was last applied per object (drift_report.py)
         self._detect_only = DetectOnlyDrift()
+        # approval: manual and sync windows: between the dry-run plan and the first write (reconcile/gate)
+        self._gate = ChangeGate(client=client, clock=clock, options=options.gate)
 
     async def run(self, ctx: ReconcileContext, *, artifact: Artifact, readers: CelStatusReaders) -> None:
         ks = ctx.ks
         try:
             drift_mode(ks.metadata.annotations)  # before anything is fetched or written
-        except InvalidDriftModeError as err:
+            approval_mode(ks.metadata.annotations)
+        except (InvalidDriftModeError, InvalidApprovalModeError) as err:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
         timeout = format_duration(ks.get_timeout())
-        ctx.hold_progress = reverifying(ctx)
+        remember_ready(ctx)  # a plan held by the change gate puts Ready back as it was
+        ctx.hold_progress = reverifying(ctx) or rechecking_held_plan(ctx)
         ctx.mark_unknown(READY, Reason.PROGRESSING, "Reconciliation in progress")
         ctx.mark_reconciling(f"Fetching manifests for revision {ctx.revision} with a timeout of {timeout}")
         await ctx.progress()
@@ -185,11 +204,14 @@ class ApplyStep:
         try:
             if ks.spec.decryption is not None:
                 secret_ref = ks.spec.decryption.secret_ref
+                identity = self._options.workload_identity
+                workload = None if identity is None else identity.for_kustomization(ks)
                 decryptor = await load_decryptor(
                     client=self._client,
                     namespace=namespace,
                     secret_name=secret_ref.name if secret_ref else None,
                     global_age_secret=self._options.sops_age_secret,
+                    workload=workload,
                 )
             return await self._pipeline.build(
                 checkout, options, decryptor=decryptor, var_source=self._var_source(namespace)
@@ -255,9 +277,16 @@ class ApplyStep:
             concurrency=self._options.concurrent_ssa,
             verified=self._verified if client is self._client else None,
         )
+        planned = await self._pass_gate(ctx, client, result, objects)
         change_set = ChangeSet()
-        drift_policy = self._detect_only.policy(ctx, digest=result.digest)
-        if objects:
+        if planned is not None:
+            # the gate planned and found nothing to write: its dry-run pass was this reconcile's
+            change_set, drift_policy = planned
+            _log.info("server-side apply skipped: the change gate's plan has nothing to write",
+                      output=change_set.to_map(), revision=ctx.revision)
+        else:
+            drift_policy = self._detect_only.policy(ctx, digest=result.digest)
+        if objects and planned is None:
             try:
                 # objects new to the inventory are dry-run before they are read (apply/manager.py)
                 options = self._apply_options(ctx, drift_policy)
@@ -303,6 +332,40 @@ class ApplyStep:
         ks.status.last_applied_origin_revision = ctx.origin_revision or None
         ctx.mark_true(READY, Reason.RECONCILIATION_SUCCEEDED, f"Applied revision: {ctx.revision}")
         self._history(ctx, result.digest, Reason.RECONCILIATION_SUCCEEDED)
+
+    async def _pass_gate(
+        self, ctx: ReconcileContext, client: KubeClient, result: BuildResult, objects: list[dict[str, Any]]
+    ) -> tuple[ChangeSet, WarnPolicy | None] | None:
+        """The change gate (reconcile/gate/gate.py): returns to apply, raises ``GateHeld`` to hold.
+
+        When the gate planned and the plan writes nothing, returns what the apply would have found — every
+        object unchanged or skipped, in the apply's order — and the plan's drift policy, so that the
+        objects are not read a second time; otherwise None (the apply runs)."""
+        planned: list[tuple[list[PreviewChange], WarnPolicy | None]] = []
+
+        async def plan() -> tuple[list[PreviewChange], list[str]]:
+            # the apply's own options (warn mode: a policy of its own, drift it would keep is no change)
+            policy = self._detect_only.policy(ctx, digest=result.digest)
+            changes, errors = await plan_changes(
+                client=client, clock=self._clock, ks=ctx.ks, objects=objects,
+                options=self._apply_options(ctx, policy), concurrency=self._options.concurrent_ssa,
+                verified=self._verified if client is self._client else None,
+            )
+            planned.append((changes, policy))
+            return changes, errors
+
+        try:
+            await self._gate.check(ctx, plan=plan)
+        except GatePlanError as err:
+            self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
+        if not planned or any(c.changed for c in planned[0][0]):
+            return None
+        changes, policy = planned[0]
+        by_ref = {c.ref: c for c in changes}
+        entries = [ChangeSetEntry(ref=ref, version=split_api_version(by_ref[ref].api_version)[1],
+                                  action=Action(by_ref[ref].action))
+                   for ref in staged_order(objects, self._options.engine.custom_stage_kinds) if ref in by_ref]
+        return ChangeSet(entries), policy
 
     async def _health(
         self,

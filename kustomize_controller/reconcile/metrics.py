@@ -8,6 +8,9 @@
   written, 1 for the current one and 0 for the others.
 - ``gotk_drift_objects{kind,name,namespace}``: number of objects left drifted by the last reconcile
   of a Kustomization in ``drift-detection: warn`` mode (docs/drift.md); no series in ``enabled`` mode.
+- ``gotk_plan_pending{kind,name,namespace,reason}``: 1 while a Kustomization's plan is held by the
+  change gate (``reason``: ``ApprovalRequired``, ``SyncWindowClosed``, ``InvalidSyncWindow``;
+  docs/change-management.md); no series when nothing waits. ``sum()`` is the number of pending plans.
 - Every series of an object is removed when the object is deleted (finalizer removed or gone).
 """
 
@@ -56,7 +59,14 @@ class GotkMetrics:
             ["kind", "name", "namespace"],
             registry=registry,
         )
+        self.pending = Gauge(
+            "gotk_plan_pending",
+            "1 while a plan of changes waits for an approval or a sync window, by the reason it waits.",
+            ["kind", "name", "namespace", "reason"],
+            registry=registry,
+        )
         self._conditions_seen: dict[tuple[str, str], set[str]] = {}
+        self._pending: dict[tuple[str, str], str] = {}
 
     def record_duration(self, *, name: str, namespace: str, seconds: float) -> None:
         self.duration.labels(KIND, name, namespace).observe(seconds)
@@ -84,7 +94,28 @@ class GotkMetrics:
             return
         self.drift.labels(KIND, name, namespace).set(objects)
 
+    def forget_absent_conditions(self, *, name: str, namespace: str, types: tuple[str, ...], present: set[str]) -> None:
+        """Remove the condition series of ``types`` no longer in the status (a gate switched off)."""
+        seen = self._conditions_seen.get((namespace, name), set())
+        for type_ in types:
+            if type_ in seen and type_ not in present:
+                seen.discard(type_)
+                for status in _STATUSES:
+                    with contextlib.suppress(KeyError):
+                        self.condition.remove(KIND, name, namespace, type_, status)
+
+    def record_pending(self, *, name: str, namespace: str, reason: str | None) -> None:
+        """Set the pending-plan gauge for the hold's ``reason``, or remove the series (``None``)."""
+        before = self._pending.pop((namespace, name), None)
+        if before is not None and before != reason:
+            with contextlib.suppress(KeyError):
+                self.pending.remove(KIND, name, namespace, before)
+        if reason:
+            self._pending[(namespace, name)] = reason
+            self.pending.labels(KIND, name, namespace, reason).set(1)
+
     def delete(self, *, name: str, namespace: str) -> None:
+        self.record_pending(name=name, namespace=namespace, reason=None)
         for metric in (self.duration, self.suspend, self.drift):
             with contextlib.suppress(KeyError):
                 metric.remove(KIND, name, namespace)

@@ -51,6 +51,7 @@ from kustomize_controller.reconcile.dependencies import (
 )
 from kustomize_controller.reconcile.drift_report import DRIFT_OBJECTS_KEY
 from kustomize_controller.reconcile.finalizer import finalize
+from kustomize_controller.reconcile.gate.gate import GATE_CONDITIONS, PENDING_KEY, GateHeld
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, HealthCheckCanceledError
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import COMMIT_STATUS_KEY, COMMIT_STATUS_UPDATE, Notifier
@@ -142,7 +143,7 @@ class KustomizationReconciler:
             obj = await self._own_writes.fresh(obj)
         if obj is None:
             self._own_writes.forget(request.namespace, request.name)
-            self._metrics.delete(name=request.name, namespace=request.namespace)
+            self._forget_metrics(name=request.name, namespace=request.namespace)
             return Result()
         try:
             ks = parse_kustomization(obj)
@@ -178,6 +179,13 @@ class KustomizationReconciler:
             await self._finish(ctx)
             return result
 
+    def _forget_metrics(self, *, name: str, namespace: str) -> None:
+        """A deleted Kustomization's series go: Flux's, and its token cache events (as upstream)."""
+        self._metrics.delete(name=name, namespace=namespace)
+        identity = self._options.apply.workload_identity
+        if identity is not None and identity.cache is not None:
+            identity.cache.delete_events_for(kind=KIND, name=name, namespace=namespace)
+
     def _forget_quick_retries(self, ctx: ReconcileContext, request: Request) -> None:
         if not ctx.extra.get(_QUICK_RETRY):
             self._quick_retries.reset((request.namespace, request.name))
@@ -186,22 +194,26 @@ class KustomizationReconciler:
         ks = ctx.ks
         name, namespace = ks.metadata.name or "", ks.metadata.namespace or ""
         if ctx.extra.get("gone"):
-            self._metrics.delete(name=name, namespace=namespace)
+            self._forget_metrics(name=name, namespace=namespace)
             return
         await self._finalize_status(ctx)
         if ks.metadata.deletion_timestamp is not None and FINALIZER not in ks.metadata.finalizers:
-            self._metrics.delete(name=name, namespace=namespace)
+            self._forget_metrics(name=name, namespace=namespace)
             return
         self._metrics.record_duration(name=name, namespace=namespace, seconds=ctx.elapsed())
         self._metrics.record_suspend(name=name, namespace=namespace, suspended=ks.spec.suspend)
+        if PENDING_KEY in ctx.extra:  # set by the change gate: the hold's reason, None when nothing waits
+            self._metrics.record_pending(name=name, namespace=namespace, reason=ctx.extra[PENDING_KEY])
         if DRIFT_OBJECTS_KEY in ctx.extra:  # set by the apply step: a count in warn mode, None otherwise
             self._metrics.record_drift(name=name, namespace=namespace, objects=ctx.extra[DRIFT_OBJECTS_KEY])
         for condition in ks.status.conditions:
             self._metrics.record_condition(
                 name=name, namespace=namespace, type_=condition.type, status=condition.status
             )
-        if ks.spec.suspend or not conditions.is_true(ks.status.conditions, READY):
-            return
+        self._metrics.forget_absent_conditions(name=name, namespace=namespace, types=GATE_CONDITIONS,
+                                               present={c.type for c in ks.status.conditions})
+        if ks.spec.suspend or not conditions.is_true(ks.status.conditions, READY) or ctx.extra.get(PENDING_KEY):
+            return  # a held plan already said so (one event per plan)
         message = (
             f"Reconciliation finished in {format_duration(timedelta(seconds=ctx.elapsed()))}, "
             f"next run in {format_duration(ks.get_interval())}"
@@ -309,6 +321,9 @@ class KustomizationReconciler:
             # copy of the list is a snapshot, upsert never changes an entry in place (history.py)
             ctx.extra[_HISTORY_BEFORE] = list(ks.status.history)
             await self._apply.run(ctx, artifact=artifact, readers=readers)
+        except GateHeld as held:
+            # the plan waits for an approval or a sync window; the status says which (reconcile/gate)
+            return Result(requeue_after=held.requeue_after)
         except HealthCheckCanceledError as canceled:
             if await self._reader.get_kustomization(ks.metadata.namespace or "", ks.metadata.name or "") is None:
                 # deleted while waiting (its finalizer removed by hand): nothing left to write to

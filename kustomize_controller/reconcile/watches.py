@@ -7,7 +7,9 @@ Pure functions over plain objects; the application wires them to informers and t
   (``deletionTimestamp`` appeared — the API server bumps generation then, but we do not rely on it).
   Status-only and label-only updates do not. Beyond upstream: a change of the
   ``kustomize.toolkit.fluxcd.io/drift-detection`` annotation also enqueues (it stands in for a spec
-  field, docs/drift.md), so switching back to ``enabled`` corrects drift at once.
+  field, docs/drift.md), so switching back to ``enabled`` corrects drift at once; so does a change of
+  the change-management annotations (``approval``, ``approved-plan``, ``sync-windows``), so an
+  approval is applied at once (docs/change-management.md).
 - **Source events**: Kustomizations are indexed by ``<kind>`` → ``<sourceNamespace>/<sourceName>``
   (the source namespace defaults to the Kustomization's). A source update passes when its artifact
   appeared or its revision changed; creates and deletes pass. Mapping: no artifact → nothing; else
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kustomize_controller.api.changes import GATE_ANNOTATIONS
 from kustomize_controller.api.drift import DRIFT_DETECTION_ANNOTATION
 from kustomize_controller.api.meta import RECONCILE_REQUEST_ANNOTATION
 from kustomize_controller.reconcile.ordering import ObjectKey, dependent_of, sort_dependents
@@ -58,7 +61,7 @@ def kustomization_update_passes(old: Obj, new: Obj) -> bool:
         return True
     if _requested_at(old) != _requested_at(new):
         return True
-    if _annotation(old, DRIFT_DETECTION_ANNOTATION) != _annotation(new, DRIFT_DETECTION_ANNOTATION):
+    if any(_annotation(old, key) != _annotation(new, key) for key in (DRIFT_DETECTION_ANNOTATION, *GATE_ANNOTATIONS)):
         return True
     return _meta(old).get("deletionTimestamp") is None and _meta(new).get("deletionTimestamp") is not None
 

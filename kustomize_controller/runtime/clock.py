@@ -4,7 +4,8 @@ Contract:
 - ``monotonic()`` never goes backwards; use it for durations and deadlines.
 - ``now()`` is wall-clock UTC; use it only for timestamps written to the API.
 - ``sleep(seconds)`` suspends the caller; it is cancellable like ``asyncio.sleep`` and returns
-  early only by cancellation.
+  early only by cancellation. ``sleep_unless(clock, seconds, event)`` also returns (True) as soon as
+  ``event`` is set.
 
 ``RealClock`` is backed by the event loop. ``FakeClock`` lets tests step time: sleepers wake in
 deadline order when ``advance()`` moves time past their deadline; nothing else moves time.
@@ -87,3 +88,18 @@ class FakeClock:
         self._mono = target
         for _ in range(5):
             await asyncio.sleep(0)
+
+
+async def sleep_unless(clock: Clock, seconds: float, event: asyncio.Event) -> bool:
+    """Sleep ``seconds`` on ``clock`` unless ``event`` is (or becomes) set first; True when it was."""
+    if event.is_set():
+        return True
+    sleep = asyncio.ensure_future(clock.sleep(seconds))
+    wake = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait((sleep, wake), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sleep, wake):
+            task.cancel()
+        await asyncio.gather(sleep, wake, return_exceptions=True)
+    return event.is_set()

@@ -12,7 +12,11 @@
    acquireTime and leaseTransitions are kept, otherwise acquireTime=now and leaseTransitions+1.
    A conflict means another candidate won.
 
-Loops: ``acquire()`` tries every ``retry_period`` (jittered ×1.2) until it wins. ``hold()`` renews
+Loops: ``acquire()`` tries every ``retry_period`` (jittered ×1.2) until it wins, and at once whenever
+its watch of the Lease (one object, by name) sees it released (holder ``""``) or deleted: a stand-by
+takes over right after a graceful stop instead of up to a retry period later (client-go polls only).
+The watch is an accelerator: when it fails (no ``watch`` permission, an API server away) it is retried
+every ``retry_period`` and the polling goes on as before. ``hold()`` renews
 every ``retry_period``; when no renewal succeeded within ``renew_deadline`` it raises
 ``LeaderElectionLost`` (the manager then exits the process with status 1 at once, like Flux).
 ``release()`` (on a normal stop, ``release_on_cancel``) writes holder ``""``, leaseDurationSeconds 1,
@@ -29,6 +33,8 @@ window short).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import socket
 import uuid
@@ -39,7 +45,7 @@ from typing import Any
 
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.clock import Clock, sleep_unless
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 
@@ -100,6 +106,7 @@ class LeaderElector:
     ) -> None:
         self.config = config
         self._client = client.with_timeout(config.request_timeout)
+        self._watch_client = client  # a watch is a long request: the lease requests' timeout is not for it
         self._clock = clock
         self._rng = rng or random.Random()
         self._observed: dict[str, Any] | None = None  # spec fields of the lease as last seen
@@ -214,14 +221,44 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Return once we lead. Cancellable."""
         self._log.info("attempting to acquire leader lease")
+        released = asyncio.Event()
+        watcher = asyncio.create_task(self._watch_release(released), name=f"lease-watch-{self.config.name}")
+        try:
+            while True:
+                released.clear()  # a release seen during the attempt below still wakes the wait after it
+                if await self.try_acquire_or_renew():
+                    self._set_status(True)
+                    self._log.info("successfully acquired lease", identity=self.identity)
+                    return
+                if self.observed_holder:
+                    self._log.debug("lease is held by another candidate", holder=self.observed_holder)
+                # a jittered retry period, cut short when the Lease is released
+                await sleep_unless(self._clock,
+                                   self.config.retry_period * (1 + self._rng.random() * (JITTER_FACTOR - 1)), released)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _watch_release(self, released: asyncio.Event) -> None:
+        """Set ``released`` whenever the Lease is seen without a holder or deleted; runs until cancelled."""
+        last_error = ""
         while True:
-            if await self.try_acquire_or_renew():
-                self._set_status(True)
-                self._log.info("successfully acquired lease", identity=self.identity)
-                return
-            if self.observed_holder:
-                self._log.debug("lease is held by another candidate", holder=self.observed_holder)
-            await self._clock.sleep(self.config.retry_period * (1 + self._rng.random() * (JITTER_FACTOR - 1)))
+            try:
+                events = self._watch_client.watch(
+                    LEASE_API_VERSION, "Lease", self.config.namespace,
+                    field_selector=f"metadata.name={self.config.name}", timeout_seconds=300, allow_bookmarks=False)
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        spec = (event.get("object") or {}).get("spec") or {}
+                        if event.get("type") == "DELETED" or (
+                                event.get("type") in ("ADDED", "MODIFIED") and not spec.get("holderIdentity")):
+                            released.set()
+            except Exception as err:  # an accelerator only: whatever fails, the polling goes on
+                if str(err) != last_error:
+                    self._log.debug("lease watch failed; polling every retry period", error=str(err))
+                last_error = str(err)
+            await self._clock.sleep(self.config.retry_period)
 
     async def hold(self) -> None:
         """Renew while leading; raise ``LeaderElectionLost`` when a renewal window is missed."""

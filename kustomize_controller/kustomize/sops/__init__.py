@@ -1,6 +1,6 @@
-"""SOPS decryption without the sops binary: age (X25519, SSH), OpenPGP, AWS KMS, GCP KMS and Azure
-Key Vault master keys, the YAML, JSON, dotenv, INI and binary stores, whole objects, Secret fields
-and kustomize sources.
+"""SOPS decryption without the sops binary: age (X25519, SSH), OpenPGP, AWS KMS, GCP KMS, Azure
+Key Vault and Vault/OpenBao transit master keys, the YAML, JSON, dotenv, INI and binary stores,
+whole objects, Secret fields and kustomize sources.
 
 Public surface: :class:`SopsDecryptor` (the build pipeline's ``Decryptor``), :func:`load_decryptor`
 (its keys fetched from the cluster), the exception tree
@@ -8,7 +8,8 @@ in :mod:`.errors`, and the helpers the reconciler needs around it (:func:`is_enc
 :func:`is_decryption_disabled`). Modules, one concept each: ``formats`` (which store),
 ``cipher`` (one ``ENC[…]`` value), ``tree`` (walk, rules, MAC), ``metadata`` (the ``sops``
 block), ``stores/`` (file formats), ``keys/`` (age, PGP, Shamir, the keyring, the remote key services
-and their credentials), ``document`` (one
+and their credentials), ``identity/`` (workload identity: ServiceAccount tokens exchanged with
+the providers, the controller's own, through the token cache), ``document`` (one
 document end to end), ``sources`` (kustomization walk before the build), ``decryptor``,
 ``loader`` (keys from the cluster, as upstream's ``ImportKeys``).
 """

@@ -33,6 +33,7 @@ from .rbac import Attributes, Authorizer, forbidden_message
 from .requestlog import RequestLog, RequestRecord
 from .selectors import parse_field_selector, parse_label_selector
 from .storage import encode
+from .tokens import TokenIssuer
 from .versioned import VersionedRequests
 from .watch import WatchRequest, serve_watch
 
@@ -97,6 +98,7 @@ class Api:
         self._yaml = YAML(typ="safe", pure=True)
         # requests for a custom resource's non-storage version convert (versioned.py, conversion.py)
         self.versioned = VersionedRequests(cluster, Converter(cluster.registry))
+        self.tokens = TokenIssuer()  # serviceaccounts/token (tokens.py)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
@@ -259,6 +261,10 @@ class Api:
         request[INFO_KEY].update(verb=verb, group=rt.group, resource=rt.plural, subresource=target.subresource,
                                namespace=namespace, name=target.name or "", dry_run=dry_run,
                                deprecation=rt.deprecation_warning)
+        if target.subresource == "token":  # serviceaccounts/token: create only
+            if verb != "create":
+                raise errors.method_not_allowed()
+            return await self._token_request(request, user, target)
         if verb not in rt.verbs and verb not in ("get", "patch", "update"):
             raise errors.method_not_allowed()
         if target.subresource and verb not in ("get", "patch", "update"):
@@ -390,6 +396,18 @@ class Api:
         if versioned is not None:
             item = (await versioned.out(rt, [item]))[0]
         return json_response(with_version(item, rt))
+
+    async def _token_request(self, request: web.Request, user: UserInfo, target: routing.Target) -> web.Response:
+        rt, namespace, name = target.rt, target.namespace or "", target.name or ""
+        request[INFO_KEY].update(verb="create", name=name)
+        if self.options.rbac or user.anonymous:
+            attrs = Attributes("create", rt.group, rt.plural, "token", namespace, name)
+            if not self.authorizer.allowed(user, attrs):
+                raise errors.forbidden(rt.plural, rt.group, name, forbidden_message(user, attrs))
+        body = await self._json_body(request)
+        self.tokens.check(body)  # validation comes before the ServiceAccount is read, as upstream
+        service_account = self.cluster.get(rt, namespace, name)
+        return json_response(self.tokens.create(service_account, namespace, body, self.cluster.clock.now()), 201)
 
     async def _json_body(self, request: web.Request) -> Any:
         raw = await request.read()

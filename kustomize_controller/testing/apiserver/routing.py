@@ -3,7 +3,8 @@
 Paths: ``/api/v1/...`` for the core group and ``/apis/{group}/{version}/...`` for the others, then
 ``namespaces/{ns}/{resource}[/{name}[/{subresource}]]`` for namespaced resources or
 ``{resource}[/{name}[/{subresource}]]`` for cluster-scoped ones and for lists/watches across all namespaces.
-``namespaces/{name}/status`` and ``namespaces/{name}/finalize`` address a Namespace's subresources.
+``namespaces/{name}/status`` and ``namespaces/{name}/finalize`` address a Namespace's subresources;
+``serviceaccounts/{name}/token`` is the TokenRequest subresource (``tokens.py``).
 A ``watch/`` segment before them is the deprecated watch path (``/api/v1/watch/namespaces/ns/configmaps/x``
 watches that one object); ``?watch=true`` on an object's own path is a plain GET, as on a real server.
 """
@@ -75,7 +76,8 @@ def parse(registry: Registry, path: str) -> Target | Discovery:
     if rt.namespaced and namespace is None and name is not None:
         raise errors.page_not_found()
     if subresource and not ((subresource == "status" and rt.has_status) or (
-            subresource == "finalize" and rt.kind == "Namespace" and not rt.group)):
+            subresource == "finalize" and rt.kind == "Namespace" and not rt.group) or (
+            subresource == "token" and rt.kind == "ServiceAccount" and not rt.group)):
         raise errors.page_not_found()
     if watch_path and subresource:
         raise errors.page_not_found()

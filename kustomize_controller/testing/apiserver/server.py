@@ -84,6 +84,7 @@ class ApiServer:
                                      flow_control_headers=flow_control_headers, throttle_share=throttle_share)
         self._api = Api(cluster=self.cluster, authenticator=self.authenticator, faults=self.faults,
                         request_log=self.requests, options=self.options, client_faults=self.client_faults)
+        self.tokens = self._api.tokens  # the TokenRequest issuer (its public key verifies its tokens)
         self.cluster.delete_hooks.append(
             lambda rt, obj: self.faults.check_delete(rt.plural, obj["metadata"].get("namespace", ""),
                                                      obj["metadata"]["name"]))

@@ -192,7 +192,28 @@ def crd_errors(obj: dict[str, Any]) -> list[FieldError]:
     if group and plural and obj["metadata"].get("name") != f"{plural}.{group}":
         errors.append(FieldError("metadata.name", "Invalid value", 'must be spec.names.plural+"."+spec.group',
                                  obj["metadata"].get("name")))
-    return errors
+    return errors + _conversion_errors(spec.get("conversion"))
+
+
+def _conversion_errors(conversion: Any) -> list[FieldError]:
+    """``spec.conversion`` as kube-apiserver checks it (field paths and texts as it writes them)."""
+    if not isinstance(conversion, dict):
+        return []
+    strategy, webhook = conversion.get("strategy", "None"), conversion.get("webhook")
+    if strategy not in ("None", "Webhook"):
+        return [FieldError("spec.conversion.strategy", "Unsupported value", 'supported values: "None", "Webhook"',
+                           strategy)]
+    if strategy == "None":
+        return ([FieldError("spec.conversion.webhook", "Forbidden", "should not be set when strategy is not set "
+                            "to Webhook")] if webhook is not None else [])
+    client_config = (webhook or {}).get("clientConfig")
+    if not isinstance(client_config, dict):
+        return [FieldError("spec.conversion.webhook.clientConfig", "Required value",
+                           "required when strategy is set to Webhook")]
+    if bool(client_config.get("url")) == bool(client_config.get("service")):
+        return [FieldError("spec.conversion.webhookClientConfig", "Required value",
+                           "exactly one of url or service is required")]
+    return []
 
 
 def kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:

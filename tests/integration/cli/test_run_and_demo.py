@@ -52,3 +52,16 @@ def test_demo_once_converges_to_ready() -> None:
     assert "Deployment.apps podinfo/podinfo" in proc.stdout
     # The health check (wait: true) passed; intermediate states may be too brief to be printed.
     assert "Succeeded: Health check passed in" in proc.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.builder
+def test_demo_shows_an_approval_and_a_sync_window() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kustomize_controller", "demo", "--once", "--change-management", "--timeout", "90"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["change_management"] is True
+    assert "Approved     False    ApprovalRequired: Approval required for revision" in proc.stdout
+    assert "SyncAllowed  False    SyncWindowClosed: Sync window closed (active: deny window" in proc.stdout

@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kustomize_controller.api.crdgen import CONVERSION_SERVICE as SERVICE_NAME
+from kustomize_controller.conversion.crd import service_reference
 from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.settings import replace
@@ -95,7 +97,7 @@ async def test_a_restarted_controller_reuses_the_certificate_and_repairs_the_crd
     assert second["url"] != "https://127.0.0.1:1/convert"
 
 
-async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_crd_alone(
+async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_ca_bundle_alone(
         env: ControllerEnv, tmp_path: Any) -> None:
     from kustomize_controller.conversion.certs import renew
     from kustomize_controller.runtime.clock import RealClock
@@ -121,8 +123,15 @@ async def test_cert_manager_mode_serves_the_given_certificate_and_leaves_the_crd
     else:
         raise AssertionError("the webhook did not answer with the certificate of --webhook-cert-dir")
     assert status == 200 and answer["response"]["result"]["status"] == "Success"
-    after = await env.client.get(*CRD)
-    assert after["spec"].get("conversion") == before["spec"].get("conversion")
+    # it points the CRD at its Service, and leaves caBundle to cert-manager's CA injector
+    for _ in range(300):
+        after = await env.client.get(*CRD)
+        if after["spec"].get("conversion", {}).get("strategy") == "Webhook":
+            break
+        await asyncio.sleep(0.1)
+    assert "conversion" not in before["spec"] or before["spec"]["conversion"].get("strategy") != "Webhook"
+    assert after["spec"]["conversion"]["webhook"]["clientConfig"] == {
+        "service": service_reference(SERVICE_NAME, env.namespace)}
     with pytest.raises(NotFoundError):
         await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
 
@@ -178,7 +187,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: ControllerEnv) -> None:
+async def test_a_standby_serves_leaves_the_crd_url_to_the_leader_and_takes_it_when_leading(env: ControllerEnv) -> None:
     env.cluster.require_server()
     leader_port, standby_port = _free_port(), _free_port()
     base = replace(env.settings, enable_leader_election=True, webhook_url="auto")
@@ -202,6 +211,10 @@ async def test_a_standby_serves_but_leaves_the_crd_url_to_the_leader(env: Contro
             raise AssertionError("the standby's webhook never answered")
         await asyncio.sleep(0.5)  # the rest of that refresh: it would have patched the CRD by now
         assert (await webhook_config(env))["url"] == config["url"]
+        # the leader stops (releasing the Lease): the stand-by leads and points the CRD at itself at
+        # once, not at its next refresh a minute later (webhook_config waits 30 s at most)
+        await leader.stop()
+        assert (await webhook_config(env, not_url=config["url"]))["url"] == standby_config["url"]
     finally:
         await standby.stop()
         await leader.stop()

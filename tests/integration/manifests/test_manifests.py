@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kustomize_controller.conversion.crd import service_reference
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
+from kustomize_controller.settings import Settings
 from tests.conftest import ClusterHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.builder]
@@ -62,11 +64,16 @@ def test_manifests_wire_the_conversion_webhook() -> None:
     objects = build_manifests()
     by_kind = {(o["kind"], o["metadata"]["name"]): o for o in objects}
     crd = by_kind[("CustomResourceDefinition", "kustomizations.kustomize.toolkit.fluxcd.io")]
-    service_ref = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    # the controller writes spec.conversion (conversion/crd.py): the Service of --webhook-service in its
+    # namespace (RUNTIME_NAMESPACE), port 443
+    assert "conversion" not in crd["spec"]
+    service_ref = service_reference(Settings().webhook_service, "kustomize-system")
     service = by_kind[("Service", service_ref["name"])]
-    assert service_ref["namespace"] == service["metadata"]["namespace"]  # kustomize keeps them together
+    assert service_ref["namespace"] == service["metadata"]["namespace"]
     assert service_ref["port"] == service["spec"]["ports"][0]["port"]
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["RUNTIME_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     ports = {p["name"]: p["containerPort"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports[service["spec"]["ports"][0]["targetPort"]] == 9443
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kustomize_controller.kube.client import KubeClient
-from kustomize_controller.runtime.clock import RealClock
-from kustomize_controller.runtime.leader import LeaderElectionConfig
+from kustomize_controller.runtime.clock import FakeClock, RealClock
+from kustomize_controller.runtime.leader import LeaderElectionConfig, LeaderElector
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
 from tests.integration.runtime.helpers import configmap, eventually, make_client, mirror_controller
 
@@ -163,3 +163,35 @@ async def test_losing_the_lease_makes_run_return_1(cluster) -> None:
     finally:
         server.faults.clear()
         await cleanup(a)
+
+
+async def test_a_standby_takes_a_released_lease_at_once_not_at_its_next_retry(cluster) -> None:
+    """The stand-by watches the Lease: the release wakes it, with the (fake) clock standing still."""
+    client = await make_client(cluster)
+    clock = FakeClock()
+    start = clock.monotonic()
+
+    def elector(identity: str) -> LeaderElector:
+        config = LeaderElectionConfig(name="released-lease", namespace=cluster.namespace, identity=identity,
+                                      lease_duration=35, renew_deadline=30, retry_period=5)
+        return LeaderElector(client=client, config=config, clock=clock)
+
+    a, b = elector("replica-a"), elector("replica-b")
+    standby: asyncio.Task[None] | None = None
+    try:
+        await a.acquire()
+        standby = asyncio.create_task(b.acquire())
+        await eventually(lambda: b.observed_holder == "replica-a", what="b found the lease held by a")
+        await eventually(lambda: clock.pending_sleepers >= 1, what="b waits for its retry")
+        assert not standby.done()
+        assert await a.release()
+        await asyncio.wait_for(standby, 30)  # a guard against a hang, not a timing
+        assert b.is_leader() and clock.monotonic() == start  # no retry period had to pass
+        spec = (await client.get("coordination.k8s.io/v1", "Lease", "released-lease", cluster.namespace))["spec"]
+        assert spec["holderIdentity"] == "replica-b" and spec["leaseTransitions"] == 1
+    finally:
+        if standby is not None and not standby.done():
+            standby.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await standby
+        await client.close()

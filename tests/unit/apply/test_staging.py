@@ -11,6 +11,7 @@ from kustomize_controller.apply.staging import (
     partition,
     sort_objects,
     sort_refs,
+    staged_order,
 )
 
 
@@ -137,3 +138,17 @@ def test_parse_group_kind_set(text: str, expected: set[tuple[str, str]]) -> None
 def test_parse_group_kind_set_rejects_empty_kind() -> None:
     with pytest.raises(ValueError, match="invalid group/kind format"):
         parse_group_kind_set("apps/")
+
+
+def test_staged_order_is_stage_by_stage_then_sorted() -> None:
+    objects = [
+        obj("cluster.x-k8s.io/v1beta1", "Cluster", "c1", "app"),
+        obj("v1", "ConfigMap", "b", "app"),
+        obj("storage.k8s.io/v1", "StorageClass", "fast"),
+        obj("v1", "Namespace", "app"),
+        obj("v1", "ConfigMap", "a", "app"),
+    ]
+    order = staged_order(objects, frozenset({("cluster.x-k8s.io", "Cluster")}))
+    assert [f"{r.kind}/{r.name}" for r in order] == [
+        "Namespace/app", "StorageClass/fast", "Cluster/c1", "ConfigMap/a", "ConfigMap/b"]
+    assert order[0] == ObjRef(group="", kind="Namespace", namespace="", name="app")

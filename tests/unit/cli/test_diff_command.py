@@ -47,6 +47,9 @@ def test_json() -> None:
         ("new", "created"), ("edited", "configured"), ("job", "recreated"), ("bad", "unknown"), ("old", "deleted")]
     assert doc["objects"][1]["diff"].startswith("--- a")
     assert doc["objects"][3]["error"] == doc["errors"][0]
+    assert doc["plan"] == {"id": PREVIEW.plan.id,
+                           "counts": {"created": 1, "configured": 1, "recreated": 1, "deleted": 1}}
+    assert doc["waiting"] == []
 
 
 def test_nothing_to_change() -> None:

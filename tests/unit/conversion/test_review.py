@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from kustomize_controller.api.crdgen import build_crd
-from kustomize_controller.conversion.crd import conversion_patch, default_url, service_hosts
+from kustomize_controller.conversion.crd import (
+    FIELD_MANAGER,
+    conversion_patch,
+    default_url,
+    service_hosts,
+    service_reference,
+)
 from kustomize_controller.conversion.review import BadReview, review
 
 GROUP = "kustomize.toolkit.fluxcd.io"
@@ -49,33 +55,62 @@ def test_a_body_that_is_not_a_review_v1_is_a_bad_request(body: Any) -> None:
         review(body)
 
 
-def test_crd_patch_injects_ca_bundle_keeping_the_service() -> None:
+SERVICE = service_reference("kustomize-controller-webhook", "kustomize-system")
+
+
+def test_the_shipped_crd_declares_no_conversion_the_controller_writes_it() -> None:
     crd = build_crd()
-    patch = conversion_patch(crd, ca_bundle=b"PEM", url="")
+    assert "conversion" not in crd["spec"]
+    assert conversion_patch(crd, ca_bundle=b"PEM", target=None) is None  # nothing to point at yet
+    patch = conversion_patch(crd, ca_bundle=b"PEM", target={"service": SERVICE})
     assert patch is not None
-    config = patch["spec"]["conversion"]["webhook"]["clientConfig"]
+    conversion = patch["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook" and conversion["webhook"]["conversionReviewVersions"] == ["v1"]
+    config = conversion["webhook"]["clientConfig"]
     assert base64.b64decode(config["caBundle"]) == b"PEM"
-    assert config["service"]["name"] == "kustomize-controller-webhook"
-    assert service_hosts(crd) == ["kustomize-controller-webhook.kustomize-system.svc",
-                                  "kustomize-controller-webhook.kustomize-system.svc.cluster.local"]
-    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {k: v for k, v in config.items()}
-    assert conversion_patch(crd, ca_bundle=b"PEM", url="") is None  # already so: no write
+    assert config["service"] == {"name": "kustomize-controller-webhook", "namespace": "kustomize-system",
+                                 "path": "/convert", "port": 443}
+    assert service_hosts(SERVICE) == ["kustomize-controller-webhook.kustomize-system.svc",
+                                      "kustomize-controller-webhook.kustomize-system.svc.cluster.local"]
+    crd["spec"]["conversion"] = conversion
+    assert conversion_patch(crd, ca_bundle=b"PEM", target={"service": SERVICE}) is None  # already so: no write
+    assert conversion_patch(crd, ca_bundle=b"PEM", target=None) is None  # a stand-by keeps it
 
 
-def test_crd_patch_with_a_url_replaces_the_service() -> None:
+def test_crd_patch_switches_between_url_and_service_in_one_write() -> None:
     crd = build_crd()
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                                                                    "clientConfig": {"service": SERVICE}}}
     url = default_url("127.0.0.1", 9443)
     assert url == "https://127.0.0.1:9443/convert"
-    patch = conversion_patch(crd, ca_bundle=b"PEM", url=url)
+    patch = conversion_patch(crd, ca_bundle=b"PEM", target={"url": url})
     assert patch is not None
     config = patch["spec"]["conversion"]["webhook"]["clientConfig"]
     assert config["url"] == url and config["service"] is None  # merge patch removes it
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {"url": url, "caBundle": config["caBundle"]}
+    patch = conversion_patch(crd, ca_bundle=b"PEM", target={"service": SERVICE})
+    assert patch is not None
+    config = patch["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert config["service"] == SERVICE and config["url"] is None
+    # a stand-by in url mode (target None) and cert-manager's caBundle (ca_bundle None) are left as they are
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {"url": url, "caBundle": "INJECTED"}
+    assert conversion_patch(crd, ca_bundle=None, target=None) is None
+    assert conversion_patch(crd, ca_bundle=None, target={"url": url}) is None
+
+
+def test_the_conversion_field_manager_is_not_taken_over_by_a_kustomization_applying_the_crd() -> None:
+    """Flux's takeover (prefix ``kubectl``, ``kustomize-controller`` Update...) would drop its fields."""
+    from kustomize_controller.apply.takeover import takeover_rules
+
+    for operation in ("Update", "Apply"):
+        entry = {"manager": FIELD_MANAGER, "operation": operation, "fieldsV1": {}}
+        assert not any(rule.matches(entry) for rule in takeover_rules())
 
 
 def test_a_crd_serving_v1_alone_is_left_alone() -> None:
     crd = build_crd()
     crd["spec"]["versions"] = crd["spec"]["versions"][:1]
-    assert conversion_patch(crd, ca_bundle=b"PEM", url="https://x") is None
+    assert conversion_patch(crd, ca_bundle=b"PEM", target={"url": "https://x"}) is None
 
 
 @pytest.mark.parametrize(("url", "host"), [
@@ -92,3 +127,23 @@ def test_the_url_host_goes_into_the_certificate(url: str, host: str) -> None:
 
 def test_default_url_brackets_ipv6() -> None:
     assert default_url("::1", 9443) == "https://[::1]:9443/convert"
+
+
+def test_claimed_means_our_apply_entry_covers_the_conversion_as_it_is() -> None:
+    from kustomize_controller.conversion.crd import claimed
+
+    crd = build_crd()
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": {"service": SERVICE, "caBundle": "Q0E="}}}
+    owned = {"f:strategy": {}, "f:webhook": {"f:conversionReviewVersions": {}, "f:clientConfig": {
+        "f:service": {"f:name": {}, "f:namespace": {}}}}}
+    entry = {"manager": FIELD_MANAGER, "operation": "Apply", "fieldsV1": {"f:spec": {"f:conversion": owned}}}
+    crd["metadata"]["managedFields"] = [entry]
+    assert claimed(crd, with_ca_bundle=False)  # cert-manager keeps caBundle
+    assert not claimed(crd, with_ca_bundle=True)
+    owned["f:webhook"]["f:clientConfig"]["f:caBundle"] = {}
+    assert claimed(crd, with_ca_bundle=True)
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = {"url": "https://x/convert"}  # switched since
+    assert not claimed(crd, with_ca_bundle=False)
+    crd["metadata"]["managedFields"] = [{**entry, "operation": "Update"}]  # a merge patch owns what it changed
+    assert not claimed(crd, with_ca_bundle=False)

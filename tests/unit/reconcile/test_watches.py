@@ -101,6 +101,15 @@ def test_drift_detection_annotation_change_enqueues() -> None:
     assert not kustomization_update_passes(warn, ks("a", annotations={key: "warn", "other": "x"}))
 
 
+@pytest.mark.parametrize("key", ["kustomize.toolkit.fluxcd.io/approval", "kustomize.toolkit.fluxcd.io/approved-plan",
+                                 "kustomize.toolkit.fluxcd.io/sync-windows"])
+def test_change_management_annotation_changes_enqueue(key: str) -> None:
+    before = ks("a", annotations={key: "one"})
+    assert kustomization_update_passes(ks("a"), before)
+    assert kustomization_update_passes(before, ks("a", annotations={key: "two"}))
+    assert not kustomization_update_passes(before, ks("a", annotations={key: "one", "other": "x"}))
+
+
 def test_dependencies_in_other_namespaces_come_first_and_nameless_entries_are_passed_over() -> None:
     app = ks("app", spec={"dependsOn": [{"name": "base", "namespace": "infra"}, {"namespace": "infra"}]})
     base = {**ks("base"), "metadata": {"name": "base", "namespace": "infra"},

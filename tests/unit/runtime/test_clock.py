@@ -44,3 +44,23 @@ async def test_real_clock_is_utc_and_sleeps() -> None:
     before = clock.monotonic()
     await clock.sleep(0)
     assert clock.monotonic() >= before
+
+
+async def test_sleep_unless_returns_when_the_event_is_set_or_the_time_has_passed() -> None:
+    from kustomize_controller.runtime.clock import sleep_unless
+
+    clock, event = FakeClock(), asyncio.Event()
+    waiting = asyncio.create_task(sleep_unless(clock, 5, event))
+    for _ in range(5):  # let it start its sleep
+        await asyncio.sleep(0)
+    assert clock.pending_sleepers == 1
+    event.set()
+    assert await waiting is True
+    assert clock.pending_sleepers == 0  # its sleeper was cancelled, not left behind
+    assert await sleep_unless(clock, 5, event) is True  # already set: no wait at all
+    event.clear()
+    waiting = asyncio.create_task(sleep_unless(clock, 5, event))
+    for _ in range(5):  # let it start its sleep
+        await asyncio.sleep(0)
+    await clock.advance(5)
+    assert await waiting is False

@@ -83,7 +83,9 @@ def test_bool_flag_does_not_consume_next_argument() -> None:
         (["--concurrent-health-checks=-1"], "--concurrent-health-checks must not be negative"),
         (["--feature-gates=Bogus=true"], "feature-gate 'Bogus' not supported"),
         (["--feature-gates=ExternalArtifact"], "missing bool value"),
-        (["--default-decryption-service-account=sa"], "ObjectLevelWorkloadIdentity"),
+        (["--default-decryption-service-account=sa"],
+         "^cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled$"),
+        (["--default-kubeconfig-service-account=sa"], "^cannot set default service accounts when the feature gate"),
         (["positional"], "unexpected argument: positional"),
         (
             ["--enable-leader-election", "--leader-election-renew-deadline=40s"],

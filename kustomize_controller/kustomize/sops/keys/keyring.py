@@ -49,6 +49,7 @@ STATIC_CREDENTIALS: dict[str, str] = {
     "sops.aws-kms": f"{_CREDENTIALS}.aws_credentials",
     "sops.gcp-kms": f"{_CREDENTIALS}.gcp_credentials",
     "sops.azure-kv": f"{_CREDENTIALS}.azure_credentials",
+    "sops.vault-token": f"{_CREDENTIALS}.hcvault",
 }
 
 

@@ -34,7 +34,7 @@ KEY_SERVICES: dict[str, str | None] = {
     "kms": f"{_PACKAGE}.awskms",
     "gcp_kms": f"{_PACKAGE}.gcpkms",
     "azure_kv": f"{_PACKAGE}.azkv",
-    "hc_vault": None,  # Vault/OpenBao transit (issue 23b): f"{_PACKAGE}.hcvault"
+    "hc_vault": f"{_PACKAGE}.hcvault",
     "hckms": None,  # HuaweiCloud KMS: not supported (docs/differences.md)
 }
 

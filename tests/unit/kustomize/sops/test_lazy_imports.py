@@ -18,6 +18,8 @@ KEY_MODULES = (
     "azkv",
     "azure_credentials",
     "oauth",
+    "hcvault",
+    "vault_auth",
 )
 
 SCRIPT = """

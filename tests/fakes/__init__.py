@@ -1,0 +1,1 @@
+"""Loopback fakes of external services, following their documented REST APIs (for tests only)."""

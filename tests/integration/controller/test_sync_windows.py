@@ -1,0 +1,179 @@
+"""Sync windows (docs/change-management.md): an open deny window holds a new revision and a drift correction
+and says so (``SyncAllowed=False`` ``SyncWindowClosed``), lets a manual request through only with
+``manualSync: true``, and the change lands when the window closes — by a timer at the closing moment,
+not the interval; the fleet-wide ConfigMap selects Kustomizations by namespace glob and by label; an
+invalid window holds changes and names itself.
+
+Windows are computed from the real time: a window that fires in the current minute and lasts past now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kustomize_controller.api.changes import SYNC_WINDOWS_ANNOTATION
+from kustomize_controller.api.duration import format_duration
+from tests.integration.controller.conftest import KS_API, ControllerEnv, condition, condition_message
+from tests.integration.controller.manifests import configmap, kustomization
+
+pytestmark = pytest.mark.integration
+
+
+def files(mode: str) -> dict[str, str]:
+    return {"kustomization.yaml": kustomization("a.yaml"), "a.yaml": configmap("a", {"mode": mode})}
+
+
+def deny_until(until: datetime, *, manual: bool = False, **selectors: Any) -> dict[str, Any]:
+    """A deny window active now (it fires in the current UTC minute) that closes at ``until``."""
+    now = datetime.now(UTC)
+    fired = now.replace(second=0, microsecond=0)
+    duration = timedelta(seconds=int((until - fired).total_seconds()) + 1)
+    return {"kind": "deny", "schedule": f"{fired.minute} {fired.hour} * * *", "duration": format_duration(duration),
+            "timeZone": "UTC", "manualSync": manual, **selectors}
+
+
+def an_hour(**kwargs: Any) -> dict[str, Any]:
+    return deny_until(datetime.now(UTC) + timedelta(hours=1), **kwargs)
+
+
+async def set_windows(env: ControllerEnv, windows: list[dict[str, Any]] | str, name: str = "app") -> None:
+    text = windows if isinstance(windows, str) else json.dumps(windows)
+    await env.client.patch(KS_API, "Kustomization", name, env.namespace,
+                           {"metadata": {"annotations": {SYNC_WINDOWS_ANNOTATION: text}}}, patch_type="merge")
+
+
+async def mode_of(env: ControllerEnv, namespace: str | None = None) -> str | None:
+    try:
+        cm = await env.client.get("v1", "ConfigMap", "a", namespace or env.namespace)
+    except Exception:
+        return None
+    return str(cm["data"]["mode"])
+
+
+def closed(obj: dict[str, Any], revision: str | None = None) -> bool:
+    return (condition(obj, "SyncAllowed") == ("False", "SyncWindowClosed")
+            and (revision is None or (obj.get("status") or {}).get("lastAttemptedRevision") == revision))
+
+
+async def applied(env: ControllerEnv) -> dict[str, Any]:
+    artifact = await env.publish(files("one"))
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    await env.wait_ready(revision=artifact["revision"])
+    return artifact
+
+
+async def test_a_deny_window_holds_a_revision_and_drift_and_manual_sync_lets_a_request_through(
+    env: ControllerEnv,
+) -> None:
+    ns = env.namespace
+    first = await applied(env)
+    await set_windows(env, [an_hour()])
+    obj = await env.wait_for("app", closed)
+    assert "manual requests are not allowed" in condition_message(obj, "SyncAllowed")
+
+    second = await env.publish(files("two"))
+    obj = await env.wait_for("app", lambda o: closed(o, second["revision"]) and "waits" in condition_message(
+        o, "SyncAllowed"))
+    message = condition_message(obj, "SyncAllowed")
+    assert "active: deny window" in message and f"Kustomization/{ns}/app annotation" in message
+    assert "changes are allowed from " in message and "(1 configured)" in message
+    assert condition(obj, "Ready") == ("True", "ReconciliationSucceeded")
+    assert condition_message(obj, "Ready") == f"Applied revision: {first['revision']}"
+    assert await mode_of(env) == "one"
+    assert any(e.get("reason") == "SyncWindowClosed" for e in await env.events())
+
+    # a drift correction waits too, and so does a manual request without manualSync
+    await env.client.patch("v1", "ConfigMap", "a", ns, {"data": {"mode": "hotfix"}}, patch_type="merge",
+                           field_manager="kubectl-edit")
+    obj = await env.wait_handled(await env.request_reconcile())
+    assert closed(obj) and (obj["status"]["lastAppliedRevision"], await mode_of(env)) == (first["revision"], "hotfix")
+
+    # manualSync: the window itself is not a request; a requestedAt is
+    await set_windows(env, [an_hour(manual=True)])
+    obj = await env.wait_for("app", lambda o: "manual requests are allowed" in condition_message(o, "SyncAllowed"))
+    assert await mode_of(env) == "hotfix"
+    obj = await env.wait_handled(await env.request_reconcile())
+    assert obj["status"]["lastAppliedRevision"] == second["revision"]
+    assert "a manual request was let through" in condition_message(obj, "SyncAllowed")
+    assert await mode_of(env) == "two"
+
+
+async def test_the_change_lands_when_the_window_closes(env: ControllerEnv) -> None:
+    await applied(env)
+    closes = datetime.now(UTC) + timedelta(seconds=20)
+    await set_windows(env, [deny_until(closes)])
+    await env.wait_for("app", closed)
+    second = await env.publish(files("two"))
+    obj = await env.wait_for("app", lambda o: closed(o, second["revision"]))
+    assert await mode_of(env) == "one"
+    opens = condition_message(obj, "SyncAllowed").split("changes are allowed from ")[1].split(";")[0]
+    assert abs(datetime.strptime(opens, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - closes) <= timedelta(seconds=2)
+    # nothing but the timer at the opening can bring it (interval 10m, no other event)
+    obj = await env.wait_ready(revision=second["revision"], within=90)
+    assert condition(obj, "SyncAllowed") == ("True", "SyncWindowOpen")
+    assert await mode_of(env) == "two"
+
+
+async def test_an_invalid_window_holds_changes_and_names_itself(env: ControllerEnv) -> None:
+    first = await applied(env)
+    await set_windows(env, [an_hour(), {"kind": "deny", "schedule": "0 25 * * *", "duration": "1h"}])
+    second = await env.publish(files("two"))
+    obj = await env.wait_for("app", lambda o: condition(o, "SyncAllowed") == ("False", "InvalidSyncWindow")
+                             and o["status"].get("lastAttemptedRevision") == second["revision"])
+    message = condition_message(obj, "SyncAllowed")
+    assert f"Kustomization/{env.namespace}/app annotation {SYNC_WINDOWS_ANNOTATION}[1]" in message
+    assert "invalid schedule" in message
+    assert obj["status"]["lastAppliedRevision"] == first["revision"] and await mode_of(env) == "one"
+    warning = await env.wait_event(lambda e: e.get("reason") == "InvalidSyncWindow")
+    assert warning["type"] == "Warning"
+
+
+async def test_the_fleet_configmap_selects_by_namespace_glob_and_by_label(env: ControllerEnv) -> None:
+    ns = env.namespace
+    prod, dev = f"{ns}-prod-eu", f"{ns}-dev"
+    for namespace in (prod, dev):
+        await env.create_namespace(namespace)
+    windows = [an_hour(namespaces=[f"{ns}-prod-*"]), an_hour(selector="change-freeze=true")]
+    await env.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "sync-windows", "namespace": ns},
+                             "data": {"windows": json.dumps(windows)}})
+    artifact = await env.publish(files("one"))
+    await env.start(watch_all_namespaces=True, sync_windows_configmap=f"{ns}/sync-windows")
+
+    def ks(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        obj = env.kustomization(name, targetNamespace=namespace,
+                                sourceRef={"kind": "GitRepository", "name": "repo", "namespace": ns})
+        obj["metadata"]["namespace"] = namespace
+        if labels:
+            obj["metadata"]["labels"] = labels
+        return obj
+
+    await env.create(ks("by-glob", prod))
+    await env.create(ks("free", dev))
+    await env.create(ks("by-label", ns, {"change-freeze": "true"}))
+
+    async def wait(name: str, namespace: str, predicate: Any) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+        for _ in range(600):
+            last = await env.client.get(KS_API, "Kustomization", name, namespace)
+            if predicate(last):
+                return last
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"Kustomization/{namespace}/{name}: {last.get('status')}")
+
+    free = await wait("free", dev, lambda o: condition(o, "Ready") == ("True", "ReconciliationSucceeded"))
+    assert free["status"]["lastAppliedRevision"] == artifact["revision"]
+    assert condition(free, "SyncAllowed") is None
+    for name, namespace in (("by-glob", prod), ("by-label", ns)):
+        obj = await wait(name, namespace, lambda o: closed(o, artifact["revision"]))
+        # nothing was ever applied: Ready says why
+        assert condition(obj, "Ready") == ("False", "SyncWindowClosed")
+        assert f"ConfigMap {ns}/sync-windows data.windows" in condition_message(obj, "SyncAllowed")
+    assert await mode_of(env, dev) == "one"
+    assert await mode_of(env, prod) is None
