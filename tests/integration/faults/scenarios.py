@@ -161,6 +161,9 @@ async def webhook(run: ScenarioRun) -> None:
                     "sourceRef": {"kind": "GitRepository", "name": "repo"}}}
 
     async def created() -> bool:
+        crd = await env.client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"kustomizations.{GROUP}")
+        if crd["spec"].get("conversion", {}).get("strategy") != "Webhook":
+            return False  # not pointed at a webhook yet: the server's own conversion would lose fields
         try:
             await env.create(old)
         except AlreadyExistsError:
