@@ -50,10 +50,11 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -f $(VENV)/.deps-*
 	touch $@
 
-# A kustomize builder pinned by version (kubectl v1.36.3 = kustomize v5.8.1, as upstream Flux pins).
+# A kustomize builder pinned by version (kustomize_controller/kustomize/pin.py: kubectl v1.36.3 = kustomize v5.8.1,
+# as upstream Flux pins), installed next to the venv's python, where the controller looks for it first.
 builder: $(BIN)/kubectl
 
-$(BIN)/kubectl: scripts/install_kubectl.py | $(STAMP)
+$(BIN)/kubectl: scripts/install_kubectl.py kustomize_controller/kustomize/pin.py | $(STAMP)
 	$(BIN)/python scripts/install_kubectl.py $(BIN)
 
 # The controller's image, tagged as manifests/deployment/kustomization.yaml deploys it (never part of make test;

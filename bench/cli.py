@@ -23,10 +23,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import health_waits, key_services, monorepo, report, request_counts, scenarios, workload
+from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scenarios, workload
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
+    "chaos",
 )
 
 
@@ -59,6 +60,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--requests-variants", default="apf,noapf",
                    help="API server variants of that scenario: apf (flow-control headers on), noapf (off)")
     p.add_argument("--monorepo-size", type=int, default=None, help="apps of the monorepo scenario (1000)")
+    p.add_argument("--chaos-size", type=int, default=None, help="Kustomizations of the chaos soak (300)")
+    p.add_argument("--chaos-duration", type=float, default=None, help="seconds of faults in the chaos soak (120)")
+    p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
+    p.add_argument("--chaos-throttle-share", type=float, default=0.1,
+                   help="share of API requests shed with 429 during the chaos soak (0.1)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -91,6 +97,15 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "requests_size": args.requests_size or (20 if quick else 100),
         "requests_variants": [v for v in args.requests_variants.split(",") if v],
         "monorepo_size": args.monorepo_size or (50 if quick else 1000),
+        "chaos": {
+            "size": args.chaos_size or (30 if quick else 300),
+            "duration": args.chaos_duration or (30.0 if quick else 120.0),
+            "revision_every": 10.0 if quick else 15.0,
+            "fault_every": 5.0 if quick else 10.0,
+            "throttle_share": args.chaos_throttle_share,
+            "seed": args.chaos_seed,
+            "converge_within": 300.0 if quick else 900.0,
+        },
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -162,6 +177,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "keyservices" in wanted:
         await record("keyservices", len(key_services.PROVIDERS),
                      lambda m: key_services.key_services(workdir, into=m))
+    if "chaos" in wanted:
+        plan = chaos.ChaosPlan(**p["chaos"])
+        await record("chaos", plan.size,
+                     lambda m: chaos.chaos(plan, workdir=workdir, flags=p["controller_flags"], into=m))
     return results
 
 

@@ -160,6 +160,8 @@ async def cold_start(
             m["cold.peak_rss_mib"] = stats.peak_rss_mib
             m["cold.cpu_s"] = stats.cpu_s
             m["cold.kustomize_cpu_s"] = stats.children_cpu_s
+            m["cold.builder_processes"] = metric_sum(samples, "kustomize_controller_builder_processes_total")
+            m["cold.builds_shared"] = metric_sum(samples, "kustomize_controller_builds_shared_total")
             if api.pid:
                 m["cold.apiserver_cpu_s"] = api_cpu(api) - api_cpu0
             m["cold.requests"] = metric_sum(samples, "rest_client_requests_total")

@@ -32,6 +32,7 @@ from kustomize_controller.api.kustomization import InvalidKustomizationError, pa
 from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
 from kustomize_controller.kustomize.errors import KustomizeError
 from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.settings import FeatureGates, FlagError
@@ -113,6 +114,10 @@ def _build(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     async def run() -> str:
         clock = RealClock()
         command = await detect_builder(clock=clock, kustomize_binary=args.kustomize_binary or None)
+        if not command.pinned:
+            print(f"warning: the kustomize builder {command.argv[0]} is kustomize "
+                  f"{command.kustomize_version or 'of unknown version'}, not the {PINNED_KUSTOMIZE} upstream Flux "
+                  "pins: the output may differ from Flux's", file=err)
         pipeline = BuildPipeline(builder=KustomizeBuilder(command=command, clock=clock), workspace=Workspace())
         async with pipeline.local_checkout(root, path=options.path) as checkout:
             result = await pipeline.build(checkout, options)

@@ -138,6 +138,7 @@ class Settings:
     artifact_max_size: int = 256 * 1024 * 1024
     kustomize_binary: str = ""
     build_concurrency: int = 0  # 0 = twice the number of CPUs
+    build_batch_size: int = 32  # queued builds one builder process may run together; 1 = each alone
     artifact_cache_max_size: int = 256 * 1024 * 1024
     build_cache_max_size: int = 16 * 1024 * 1024
     concurrent_health_checks: int = 32
@@ -303,6 +304,9 @@ FLAGS: tuple[_Flag, ...] = (
           "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
           "The number of kustomize builds run in parallel; 0 means twice the number of CPUs (ours)."),
+    _Flag("build-batch-size", "build_batch_size", "int",
+          "The most queued kustomize builds one builder process runs together (each root still gets exactly its "
+          "own build's output, or is built alone); 1 runs every build in its own process (ours)."),
     _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
           "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
     _Flag("build-cache-max-size", "build_cache_max_size", "int",

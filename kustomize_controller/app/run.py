@@ -46,6 +46,7 @@ from kustomize_controller.kustomize.build_cache import BuildCache
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity
 from kustomize_controller.reconcile.apply_options import ApplySettings
@@ -118,6 +119,16 @@ async def _configure_throttling(client: KubeClient, settings: Settings) -> None:
                   qps=throttling.qps, burst=throttling.burst, probe_error=throttling.probe_error or None)
 
 
+def _log_builder(command: BuilderCommand) -> None:
+    """Say which builder builds, and warn when it is not the kustomize upstream Flux pins."""
+    _log.info("kustomize builder", path=command.argv[0], source=command.source, flavour=command.flavour,
+              version=command.version, kustomize_version=command.kustomize_version or None)
+    if not command.pinned:
+        _log.warning("the kustomize builder is not the version upstream Flux pins: some outputs may differ from "
+                     "Flux's", path=command.argv[0], kustomize_version=command.kustomize_version or None,
+                     pinned=PINNED_KUSTOMIZE)
+
+
 async def run_controller(
     settings: Settings,
     *,
@@ -140,6 +151,7 @@ async def run_controller(
     except BaseException:
         await client.close()  # stopped while starting: the client is all there is to release yet
         raise
+    _log_builder(command)
     runtime_namespace = settings.runtime_namespace or config.namespace
     manager = Manager(
         client=client,
@@ -255,7 +267,8 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
         workspace=workspace, fetcher=fetcher, max_bytes=settings.artifact_cache_max_size, metrics=cache_metrics
     )
     pipeline = BuildPipeline(
-        builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None),
+        builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None,
+                                 max_batch=settings.build_batch_size, workspace=workspace, metrics=cache_metrics),
         workspace=workspace,
         fetcher=fetcher,
         artifacts=artifacts,

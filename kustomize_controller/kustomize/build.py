@@ -3,9 +3,14 @@
 Contract:
 
 - Builder choice (:func:`detect_builder`): ``--kustomize-binary`` when given (a ``kubectl*``
-  basename runs ``kubectl kustomize``, anything else ``kustomize build``); else ``kustomize``
-  >= v5 on ``PATH``; else ``kubectl`` >= 1.27 on ``PATH``. Missing or too old →
-  :class:`BuilderUnavailableError` with a message saying what was found and what is needed.
+  basename runs ``kubectl kustomize``, anything else ``kustomize build``); else the builder installed
+  with the package — ``kustomize`` >= v5, then ``kubectl`` >= 1.27, in the directory of the Python
+  interpreter or of the console script (:func:`installed_builder_dirs`: the virtualenv's ``bin``,
+  the image's ``/opt/venv/bin``), whatever ``PATH`` says; else ``kustomize`` >= v5 on ``PATH``; else
+  ``kubectl`` >= 1.27 on ``PATH``. Missing or too old → :class:`BuilderUnavailableError` with a
+  message saying what was found and what is needed. :attr:`BuilderCommand.source` says which rule
+  chose it and :attr:`BuilderCommand.pinned` whether it is the kustomize upstream pins
+  (:mod:`.pin`), for the start-up log.
 - Every build runs ``--load-restrictor LoadRestrictionsNone`` (confinement is ours, see
   :mod:`.confine`), with plugins, exec functions and helm left disabled, in a scrubbed
   environment (no inherited variables: ``HOME`` and the working directory are inside the build's
@@ -34,6 +39,10 @@ Contract:
   cores idle between builds; a cold start of 100 Kustomizations took ~10 % less with 4 slots than with
   2 on a 2-core machine, bench/analysis.md). Each has a timeout measured on
   the injected clock and a cap on stdout size; on either, the builder's process group is killed.
+- With ``max_batch`` > 1, a build whose root may share a process (a :class:`~.batch.BatchHint` from its
+  reach, and a small input) queues behind busy builder processes and may run in one with others
+  (:mod:`.batch_queue` groups them, :mod:`.batch` proves each output is the root's own or the root is
+  built alone); its output and errors are exactly those of its own build.
 - Failures are :class:`KustomizeBuildError` "kustomize build failed: <kustomize's message>", with
   the temp-dir prefix removed from paths so that messages are stable across reconciles.
 """
@@ -41,19 +50,26 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
-import signal
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
+from kustomize_controller.kustomize.batch_queue import BatchQueue
+from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.runtime.child import ChildError, ChildResult, run_child
 from kustomize_controller.runtime.clock import Clock
 
 MIN_KUSTOMIZE = (5, 0, 0)
@@ -74,6 +90,12 @@ class BuilderCommand:
     flavour: Literal["kustomize", "kubectl"]
     version: str
     kustomize_version: str
+    source: Literal["flag", "installed", "PATH"] = "flag"
+
+    @property
+    def pinned(self) -> bool:
+        """Whether this builder is the kustomize version upstream Flux pins."""
+        return self.kustomize_version == PINNED_KUSTOMIZE
 
 
 def _parse_version(text: str) -> tuple[int, int, int] | None:
@@ -83,106 +105,17 @@ def _parse_version(text: str) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Result:
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-
-
 async def _run(
-    argv: list[str],
-    *,
-    clock: Clock,
-    time_limit: float,
-    max_output: int,
-    env: dict[str, str],
-    cwd: Path | None,
-) -> _Result:
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    stdout_r, stderr_r = proc.stdout, proc.stderr
-
-    async def read_stdout() -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await stdout_r.read(1 << 16):
-            size += len(chunk)
-            if size > max_output:
-                raise KustomizeBuildError(
-                    f"kustomize build failed: output exceeds the limit of {max_output} bytes"
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def read_stderr() -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await stderr_r.read(1 << 16):
-            if size < _MAX_STDERR:
-                chunks.append(chunk[: _MAX_STDERR - size])
-            size += len(chunk)
-        return b"".join(chunks)
-
-    readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(read_stderr())]
-
-    async def communicate() -> _Result:
-        out, err = await asyncio.gather(*readers)
-        rc = await proc.wait()
-        return _Result(rc, out, err)
-
-    work = asyncio.ensure_future(communicate())
-    timer = asyncio.ensure_future(clock.sleep(time_limit))
+    argv: list[str], *, clock: Clock, time_limit: float, max_output: int, env: dict[str, str], cwd: Path | None
+) -> ChildResult:
+    """Run a builder command; the child is reaped and its pipes closed on every way out (see
+    :mod:`kustomize_controller.runtime.child`)."""
     try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-        if work.done():
-            return work.result()
-        raise KustomizeBuildError(f"kustomize build failed: timed out after {time_limit:g}s")
-    finally:
-        timer.cancel()
-        if not work.done():
-            work.cancel()
-        # The clean-up must reach its end even when the caller is cancelled once more meanwhile (a
-        # shutdown cancelling a reconcile already being cancelled): interrupted, it would leave the child
-        # unreaped and its pipes open.
-        await run_to_end(_reap(proc, readers, (stdout_r, stderr_r), work, timer))
-
-
-async def _reap(
-    proc: asyncio.subprocess.Process,
-    readers: Sequence[asyncio.Future[bytes]],
-    streams: tuple[asyncio.StreamReader, asyncio.StreamReader],
-    work: asyncio.Future[_Result],
-    timer: asyncio.Future[None],
-) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        # Killed, the child exits at once; the bound only guards against a stuck reaper.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), timeout=10)
-    # A failed reader (output cap) must not leave its sibling reading a pipe: cancel and await both
-    # so every transport is closed before we return.
-    for reader in readers:
-        reader.cancel()
-    await asyncio.gather(*readers, return_exceptions=True)
-    # Drain what is left to EOF (at most a pipe buffer once the child is dead) so asyncio closes the
-    # pipe transports; a paused reader would otherwise keep them open past the build.
-    for stream in streams:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(stream.read(), timeout=5)
-    with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
-        await work
-    with contextlib.suppress(asyncio.CancelledError):
-        await timer
+        return await run_child(
+            argv, clock=clock, time_limit=time_limit, max_output=max_output, max_stderr=_MAX_STDERR, env=env, cwd=cwd
+        )
+    except ChildError as err:
+        raise KustomizeBuildError(f"kustomize build failed: {err}") from None
 
 
 SMALL_INPUT_FILES = 64
@@ -268,28 +201,50 @@ def _resolve_binary(binary: str) -> str:
     return resolved
 
 
+def installed_builder_dirs() -> list[str]:
+    """Where the builder installed with the package lives: the directory of the Python interpreter
+    (a virtualenv's ``bin``, where ``make builder`` puts it; the image's ``/opt/venv/bin``) and of the
+    console script being run, symbolic links not followed (a virtualenv's ``python`` links to the
+    system's)."""
+    dirs: list[str] = []
+    for path in (sys.executable, sys.argv[0] if sys.argv else ""):
+        if path:
+            directory = os.path.dirname(os.path.abspath(path))
+            if directory not in dirs and os.path.isdir(directory):
+                dirs.append(directory)
+    return dirs
+
+
 async def detect_builder(
-    *, clock: Clock, kustomize_binary: str | None = None, search_path: str | None = None
+    *,
+    clock: Clock,
+    kustomize_binary: str | None = None,
+    search_path: str | None = None,
+    installed_dirs: Sequence[str] | None = None,
 ) -> BuilderCommand:
-    """Find and version-check the builder (see module docstring for the order)."""
+    """Find and version-check the builder (see module docstring for the order); ``installed_dirs``
+    defaults to :func:`installed_builder_dirs`, ``search_path`` to ``PATH``."""
     if kustomize_binary:
         resolved = _resolve_binary(kustomize_binary)
         if os.path.basename(resolved).startswith("kubectl"):
             return await _kubectl_command(resolved, clock)
         return await _kustomize_command(resolved, clock)
     problems: list[str] = []
-    kustomize = shutil.which("kustomize", path=search_path)
-    if kustomize:
-        try:
-            return await _kustomize_command(kustomize, clock)
-        except BuilderUnavailableError as err:
-            problems.append(str(err))
-    kubectl = shutil.which("kubectl", path=search_path)
-    if kubectl:
-        try:
-            return await _kubectl_command(kubectl, clock)
-        except BuilderUnavailableError as err:
-            problems.append(str(err))
+    installed = os.pathsep.join(installed_builder_dirs() if installed_dirs is None else installed_dirs)
+    places: list[tuple[Literal["installed", "PATH"], str | None]] = [("PATH", search_path)]
+    if installed:
+        places.insert(0, ("installed", installed))
+    tried: set[str] = set()
+    for source, path in places:
+        for name, probe in (("kustomize", _kustomize_command), ("kubectl", _kubectl_command)):
+            binary = shutil.which(name, path=path)
+            if not binary or binary in tried:
+                continue
+            tried.add(binary)
+            try:
+                return dataclasses.replace(await probe(binary, clock), source=source)
+            except BuilderUnavailableError as err:
+                problems.append(str(err))
     if not problems:
         problems.append("neither 'kustomize' nor 'kubectl' is on PATH")
     raise BuilderUnavailableError(
@@ -314,6 +269,15 @@ def _clean_stderr(stderr: bytes, root: Path) -> str:
     return text or "builder exited with an error and no message"
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    directory: Path
+    root: Path
+    workdir: Path
+    allow_remote: bool
+    hint: BatchHint
+
+
 class KustomizeBuilder:
     """Runs builds with the detected command; shared by all reconciles of one controller."""
 
@@ -326,14 +290,26 @@ class KustomizeBuilder:
         timeout: float = DEFAULT_BUILD_TIMEOUT,
         max_output: int = DEFAULT_MAX_OUTPUT,
         go_max_procs: int | None = 1,
+        max_batch: int = 1,
+        workspace: Workspace | None = None,
+        metrics: CacheMetrics | None = None,
     ) -> None:
-        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs)."""
+        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
+        ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
+        may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`)."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
         self._slots = asyncio.Semaphore(max_parallel or 2 * (os.cpu_count() or 1))
         self._timeout = timeout
         self._max_output = max_output
+        self._workspace = workspace
+        self._metrics = metrics
+        self.batches: BatchQueue[_Job] | None = None
+        if max_batch > 1 and workspace is not None:
+            self.batches = BatchQueue(
+                slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch
+            )
 
     def cache_identity(self) -> str:
         """What makes this builder's output what it is, for the build cache: the command, its
@@ -347,25 +323,80 @@ class KustomizeBuilder:
             stamp = "unreadable"
         return "|".join((*self.command.argv, self.command.version, self.command.kustomize_version, stamp))
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
-        """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME."""
+    async def build(
+        self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool, batch: BatchHint | None = None
+    ) -> bytes:
+        """Build ``directory`` (inside ``root``); ``workdir`` is the process's cwd and HOME. With ``batch``
+        (the root may share a process, :mod:`.batch`) the build may run in one with others queued."""
+        small = small_input(root)
+        if batch is not None and small and self.batches is not None:
+            return await self.batches.submit(_Job(directory, root, workdir, allow_remote, batch))
+        async with self._slots:
+            return await self._build_alone(directory, root=root, workdir=workdir, allow_remote=allow_remote,
+                                           small=small)
+
+    def _env(self, workdir: Path, *, allow_remote: bool, small: bool) -> dict[str, str]:
         env = _base_env(workdir)
         if self._go_max_procs is not None:
             env["GOMAXPROCS"] = str(self._go_max_procs)
-        if small_input(root):
+        if small:
             env.update(_SMALL_BUILD_GO_ENV)
         if not allow_remote:
             env["PATH"] = ""
             for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                 env[key] = _CLOSED_PROXY
+        return env
+
+    async def _invoke(self, directory: Path, *, workdir: Path, env: dict[str, str]) -> ChildResult:
         argv = [*self.command.argv, str(directory), "--load-restrictor", "LoadRestrictionsNone"]
-        async with self._slots:
-            try:
-                res = await _run(
-                    argv, clock=self._clock, time_limit=self._timeout, max_output=self._max_output, env=env, cwd=workdir
-                )
-            except OSError as err:
-                raise KustomizeBuildError(f"kustomize build failed: cannot run {self.command.argv[0]}: {err}") from err
+        try:
+            return await _run(
+                argv, clock=self._clock, time_limit=self._timeout, max_output=self._max_output, env=env, cwd=workdir
+            )
+        except OSError as err:
+            raise KustomizeBuildError(f"kustomize build failed: cannot run {self.command.argv[0]}: {err}") from err
+
+    async def _build_alone(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                           small: bool) -> bytes:
+        """One build in its own process; the caller holds a slot."""
+        env = self._env(workdir, allow_remote=allow_remote, small=small)
+        if self._metrics is not None:
+            self._metrics.builder_process("one")
+        res = await self._invoke(directory, workdir=workdir, env=env)
         if res.returncode != 0:
             raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, root)}")
         return res.stdout
+
+    async def _build_job(self, job: _Job) -> bytes:
+        return await self._build_alone(job.directory, root=job.root, workdir=job.workdir,
+                                       allow_remote=job.allow_remote, small=True)
+
+    async def _build_together(self, jobs: Sequence[_Job]) -> list[bytes | None]:
+        """Jobs in one process (the caller holds a slot): each one's output, None where not trusted."""
+        assert self._workspace is not None
+        token = secrets.token_hex(8)
+        wrapper = await asyncio.to_thread(self._write_wrapper, [j.directory for j in jobs], token)
+        try:
+            # no job reads a remote base (a hint says so): the strictest environment fits them all
+            res = await self._invoke(wrapper, workdir=wrapper, env=self._env(wrapper, allow_remote=False, small=True))
+            if res.returncode != 0:
+                raise KustomizeBuildError(f"kustomize build failed: {_clean_stderr(res.stderr, wrapper)}")
+            hints = [j.hint for j in jobs]
+            parts = await asyncio.to_thread(_trusted_parts, res.stdout, token, hints)
+            if self._metrics is not None:
+                self._metrics.builder_process("several", shared=sum(p is not None for p in parts))
+            return parts
+        finally:
+            await run_to_end(asyncio.to_thread(shutil.rmtree, wrapper, True))
+
+    def _write_wrapper(self, directories: list[Path], token: str) -> Path:
+        assert self._workspace is not None
+        wrapper = self._workspace.create()
+        write_wrapper(wrapper, directories, token)
+        return wrapper
+
+
+def _trusted_parts(stdout: bytes, token: str, hints: Sequence[BatchHint]) -> list[bytes | None]:
+    parts = split_output(stdout, token, len(hints))
+    suspect = crossed(parts, hints)
+    return [None if i in suspect else part for i, part in enumerate(parts)]

@@ -1,6 +1,7 @@
-"""Prometheus series of the artifact and build caches (our own ``kustomize_controller_`` prefix).
+"""Prometheus series of the artifact and build caches and of the builder processes (our own
+``kustomize_controller_`` prefix).
 
-Both caches take an optional :class:`CacheMetrics`; without one they count nothing. The series are
+Both caches and the builder take an optional :class:`CacheMetrics`; without one they count nothing. The series are
 registered on the registry the controller owns (no process-global registry), and every label value
 is pre-set so that a dashboard sees zeros rather than missing series.
 """
@@ -11,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 ARTIFACT_RESULTS = ("hit", "miss")
 BUILD_RESULTS = ("hit", "miss", "bypass")
+PROCESS_KINDS = ("one", "several")
 
 
 class CacheMetrics:
@@ -39,6 +41,20 @@ class CacheMetrics:
             "Bytes of rendered objects (serialised) held in memory by the build cache.",
             registry=registry,
         )
+        self.builder_processes = Counter(
+            "kustomize_controller_builder_processes",
+            "kustomize (or kubectl kustomize) processes run, by the builds they were given: one, or several "
+            "queued builds sharing one process.",
+            ["builds"],
+            registry=registry,
+        )
+        self.shared_builds = Counter(
+            "kustomize_controller_builds_shared",
+            "Builds whose output came from a process shared with other builds (the others ran alone).",
+            registry=registry,
+        )
+        for kind in PROCESS_KINDS:
+            self.builder_processes.labels(kind)
         for result in ARTIFACT_RESULTS:
             self.artifact_requests.labels(result)
         for result in BUILD_RESULTS:
@@ -55,3 +71,10 @@ class CacheMetrics:
 
     def set_build_bytes(self, size: int) -> None:
         self.build_bytes.set(size)
+
+    def builder_process(self, builds: str, *, shared: int = 0) -> None:
+        """Count one builder process (``builds``: one of :data:`PROCESS_KINDS`) and the builds it served
+        for a shared one."""
+        self.builder_processes.labels(builds).inc()
+        if shared:
+            self.shared_builds.inc(shared)

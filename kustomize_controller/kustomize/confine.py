@@ -20,6 +20,9 @@ a repository on the controller's disk) are always refused. Helm
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
+The report also notes, for :mod:`.batch`, every top-level field, name prefix and suffix of the
+kustomizations visited and whether a ``patches`` entry may rename (``facts``).
+
 The report also lists what the walk reached (every visited directory and every resolved local
 path, present or not): :mod:`.reach` uses it to give each build its own copy of exactly what it can
 read, and to key the build cache on that content. ``top`` lets the walk start from a kustomization
@@ -43,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from kustomize_controller.kustomize.batch import WalkFacts
 from kustomize_controller.kustomize.errors import ConfinementError
 from kustomize_controller.kustomize.paths import find_kustomization_file, relative_to_root, resolve_inside
 
@@ -86,6 +90,7 @@ class ConfinementReport:
     remote_references: list[str] = field(default_factory=list)
     directories: list[Path] = field(default_factory=list)
     paths: set[Path] = field(default_factory=set)
+    facts: WalkFacts = field(default_factory=WalkFacts.empty)
 
 
 class _Walker:
@@ -177,10 +182,14 @@ class _Walker:
         if isinstance(openapi, dict) and isinstance(openapi.get("path"), str):
             self._local(kfile, base, "openapi.path", openapi["path"])
 
+        self.report.facts.record(kus)
         for key in ("patches", "patchesJson6902", "replacements"):
             for item in _dicts(kus.get(key)):
+                patch_file: Path | None = None
                 if isinstance(item.get("path"), str):
-                    self._local(kfile, base, f"{key}.path", item["path"])
+                    patch_file = self._local(kfile, base, f"{key}.path", item["path"])
+                if key == "patches":
+                    self.report.facts.record_patch(item, _patch_text(item, patch_file))
 
         for entry in _strings(kus.get("patchesStrategicMerge")):
             if "\n" not in entry and not entry.lstrip().startswith("{"):
@@ -246,6 +255,18 @@ class _Walker:
                         self._local(kfile, base, f"{key}[{kind}].replacements.path", item["path"])
             elif kind in ("ConfigMapGenerator", "SecretGenerator"):
                 self._generator_sources(kfile, base, f"{key}[{kind}]", doc)
+
+
+def _patch_text(item: dict[str, Any], real: Path | None) -> str | bytes | None:
+    """A ``patches`` entry's patch: inline, or the file's content (None when it cannot be read)."""
+    if isinstance(item.get("patch"), str):
+        return str(item["patch"])
+    if real is None:
+        return None
+    try:
+        return real.read_bytes()
+    except OSError:
+        return None
 
 
 def _strings(value: Any) -> list[str]:

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
+from kustomize_controller.kustomize.batch import BatchHint
 from kustomize_controller.kustomize.build_cache import BuildCache, build_key
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
@@ -109,7 +110,10 @@ class Decryptor(Protocol):
 class Builder(Protocol):
     """Runs kustomize on a directory (see :class:`~.build.KustomizeBuilder`)."""
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes: ...
+    async def build(
+        self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool, batch: BatchHint | None = None
+    ) -> bytes:
+        """``batch``: set when the build may share a builder process with others (:mod:`.batch`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,7 +456,8 @@ class BuildPipeline:
         else:
             root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
         result = await self._run_build(
-            checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables
+            checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables,
+            batch=None if found is None else found.batch,
         )
         if key is not None and self._builds is not None:
             await self._builds.store(key, result.objects, result.digest)
@@ -492,6 +497,7 @@ class BuildPipeline:
         decryptor: Decryptor | None,
         var_source: VarSource | None,
         variables: dict[str, str] | None,
+        batch: BatchHint | None = None,
     ) -> BuildResult:
         """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked)."""
         if decryptor is not None:
@@ -500,7 +506,7 @@ class BuildPipeline:
             except DecryptionError as err:
                 raise DecryptionError(f"error decrypting sources: {err}") from err
         output = await self._builder.build(
-            directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases
+            directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases, batch=batch
         )
         documents = await asyncio.to_thread(parse_documents, output)
 

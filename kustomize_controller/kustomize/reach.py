@@ -20,6 +20,7 @@ Contract (:func:`reach`, synchronous — run it in a thread):
   what :func:`.generate.generate` would write in the build directory, and the confinement walk above
   is the one a build runs: a build of exactly the tree that was reached (same bytes, same overlay)
   writes that text with :func:`write_generated` instead of generating and walking again.
+- :attr:`Reach.batch` says whether the build may share a builder process with others (:mod:`.batch`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kustomize_controller.kustomize.batch import BatchHint, batch_hint
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.generate import Overlay, render_kustomization
 from kustomize_controller.kustomize.paths import KUSTOMIZATION_FILE_NAMES
@@ -46,6 +48,7 @@ class Reach:
     content_key: str = ""
     kustomization_file: str = ""  # relative path of the build's kustomization file (maybe not there yet)
     generated: str = ""  # the text generation writes to it (spec overlays applied)
+    batch: BatchHint | None = None  # set when the build may share a builder process (:mod:`.batch`)
 
 
 def _file_digest(path: str) -> str:
@@ -81,6 +84,7 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
         remote=list(report.remote_references),
         kustomization_file=os.path.relpath(os.path.join(os.path.realpath(kfile.parent), kfile.name), real_root),
         generated=generated,
+        batch=batch_hint(report.facts, kus, remote=bool(report.remote_references)),
     )
     files: set[str] = set()
     visited = {str(d) for d in report.directories}

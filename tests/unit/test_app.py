@@ -3,18 +3,27 @@ watch: only an update that makes a dependency ready enqueues its dependents; add
 
 from __future__ import annotations
 
+import io
+import json
 import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
+import structlog
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
+from kustomize_controller.app.run import _log_builder
 from kustomize_controller.app.watches import wire_dependents
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
+from kustomize_controller.kustomize.build import BuilderCommand
+from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, Request
 from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.logs import configure_logging
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 
 
@@ -74,3 +83,34 @@ async def test_only_becoming_ready_wakes_dependents_across_namespaces_and_never_
 
     informer._handle("DELETED", ks("base", "infra", deps=[{"name": "app", "namespace": "apps"}], ready=True, rv=4))
     assert await queued(controller) == []  # a deletion does not make anything ready
+
+
+@pytest.fixture
+def log_lines() -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """The controller's log configuration writing to memory (restored afterwards: another test of the
+    session may have set the level to error); returns a reader of the JSON lines."""
+    saved = structlog.get_config()
+    out = io.StringIO()
+    configure_logging(level="info", encoding="json", stream=out)
+    try:
+        yield lambda: [json.loads(line) for line in out.getvalue().splitlines()]
+    finally:
+        structlog.configure(**saved)
+
+
+def test_start_up_says_which_builder_and_warns_when_it_is_not_the_pinned_one(
+    log_lines: Callable[[], list[dict[str, Any]]],
+) -> None:
+    pinned = BuilderCommand(("/venv/bin/kubectl", "kustomize"), "kubectl", "v1.36.3", PINNED_KUSTOMIZE, "installed")
+    _log_builder(pinned)
+    [line] = log_lines()
+    assert {k: v for k, v in line.items() if k != "ts"} == {
+        "level": "info", "logger": "setup", "msg": "kustomize builder", "path": "/venv/bin/kubectl",
+        "source": "installed", "flavour": "kubectl", "version": "v1.36.3", "kustomize_version": PINNED_KUSTOMIZE}
+    other = BuilderCommand(("/usr/bin/kubectl", "kustomize"), "kubectl", "v1.32.0", "v5.5.0", "PATH")
+    _log_builder(other)
+    _, info, warning = log_lines()
+    assert (info["level"], info["path"], info["kustomize_version"]) == ("info", "/usr/bin/kubectl", "v5.5.0")
+    assert warning["level"] == "warning" and warning["path"] == "/usr/bin/kubectl"
+    assert warning["msg"].startswith("the kustomize builder is not the version upstream Flux pins")
+    assert (warning["kustomize_version"], warning["pinned"]) == ("v5.5.0", PINNED_KUSTOMIZE)

@@ -304,6 +304,17 @@ class ControllerEnv:
     async def get(self, api_version: str, kind: str, name: str) -> dict[str, Any]:
         return await self.client.get(api_version, kind, name, self.namespace)
 
+    async def stop_without_grace(self, *, within: float = 120.0) -> int:
+        """A graceful stop (SIGTERM) that must not sit out the grace period; returns the exit code.
+
+        The grace period is first raised far beyond ``within`` (a bound on waiting, never a timing
+        assertion): returning at all then proves that the in-flight work was cancelled, not waited for,
+        however slow the machine is."""
+        assert self.manager is not None and self.task is not None, "controller not started"
+        self.manager.options = dataclasses.replace(self.manager.options, graceful_shutdown_timeout=10 * within)
+        self.manager.stop()
+        return await asyncio.wait_for(asyncio.shield(self.task), within)
+
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()

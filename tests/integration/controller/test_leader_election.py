@@ -18,10 +18,14 @@ from tests.integration.controller.manifests import configmap
 pytestmark = pytest.mark.integration
 
 
-def instance(env: ControllerEnv, tmp_path: Path, user: str) -> Instance:
+def instance(env: ControllerEnv, tmp_path: Path, user: str, *, renew_deadline: float = 20.0) -> Instance:
+    """A controller instance renewing its lease every 200 ms. The lease lasts 1.5 renew deadlines: the
+    default deadline (20 s) is far beyond any stall of a loaded machine, so a leader never loses its
+    lease (and a standby never takes an unreleased one) by accident; a handover goes through the
+    release a graceful stop writes, which the standby sees at its next 200 ms retry."""
     return env.instance(user, tmp_path, enable_leader_election=True,
-                        leader_election_lease_duration=timedelta(seconds=3),
-                        leader_election_renew_deadline=timedelta(seconds=2),
+                        leader_election_lease_duration=timedelta(seconds=1.5 * renew_deadline),
+                        leader_election_renew_deadline=timedelta(seconds=renew_deadline),
                         leader_election_retry_period=timedelta(milliseconds=200))
 
 
@@ -64,7 +68,7 @@ async def test_only_the_leader_reconciles_and_the_other_takes_over(env: Controll
 
 
 async def test_lost_lease_exits_with_status_1(env: ControllerEnv, tmp_path: Path) -> None:
-    leader = instance(env, tmp_path, "controller-a")
+    leader = instance(env, tmp_path, "controller-a", renew_deadline=2)
     try:
         leader.start()
         await leader.wait_leader()

@@ -86,7 +86,8 @@ class CountingBuilder:
     def cache_identity(self) -> str:
         return self.inner.cache_identity() + self.identity_suffix
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                    batch: object = None) -> bytes:
         self.runs += 1
         return await self.inner.build(directory, root=root, workdir=workdir, allow_remote=allow_remote)
 

@@ -117,3 +117,31 @@ def test_usage_errors_and_module_entry_point(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "kustomize_controller", "build", str(tmp_path / "nope")],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 1 and res.stderr.startswith("error: ")
+
+
+def test_the_installed_builder_is_used_whatever_path_says(tmp_path: Path) -> None:
+    """Run as the installed console script from a shell whose PATH has another kubectl first: the build
+    still runs the kubectl installed beside the interpreter (the pinned one), and says nothing about it."""
+    script = Path(sys.executable).parent / "kustomize-controller"
+    if not (Path(sys.executable).parent / "kubectl").is_file() or not script.is_file():
+        pytest.skip("no builder installed beside the interpreter (make builder)")
+    impostor = tmp_path / "bin"
+    impostor.mkdir()
+    for name, version in (("kubectl", '{"clientVersion": {"gitVersion": "v1.32.0"}, "kustomizeVersion": "v5.5.0"}'),
+                          ("kustomize", "v5.5.0")):
+        fake = impostor / name
+        fake.write_text(f"#!/bin/sh\ncase \"$1\" in version) echo '{version}';;\n"
+                        "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: impostor}\\n';; esac\n")
+        fake.chmod(0o755)
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n")
+    env = {"PATH": f"{impostor}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    res = subprocess.run([str(script), "build", str(tmp_path)], capture_output=True, text=True, env=env,
+                         check=False, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert yaml.safe_load(res.stdout) == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}}
+    assert "warning" not in res.stderr
+    # told to use the impostor, it does, and warns that it is not the pinned version
+    res = subprocess.run([str(script), "build", str(tmp_path), "--kustomize-binary", str(impostor / "kustomize")],
+                         capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert yaml.safe_load(res.stdout)["metadata"]["name"] == "impostor"
+    assert "is kustomize v5.5.0, not the v5.8.1 upstream Flux pins" in res.stderr

@@ -32,7 +32,7 @@ def test_default_plan() -> None:
     assert p == {
         "scenarios": [
             "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain",
-            "keyservices",
+            "keyservices", "chaos",
         ],
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
@@ -43,6 +43,8 @@ def test_default_plan() -> None:
         "requests_size": 100,
         "requests_variants": ["apf", "noapf"],
         "monorepo_size": 1000,
+        "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
+                  "seed": 25, "converge_within": 900.0},
         "wait": False,
         "controller_flags": scenarios.DEFAULT_FLAGS,
         "quick": False,
@@ -57,6 +59,7 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
     assert p["big_sizes"] == [500]
     assert (p["latency_size"], p["latency_samples"], p["baseline_size"]) == (20, 20, 20)
     assert p["monorepo_size"] == 50
+    assert (p["chaos"]["size"], p["chaos"]["duration"]) == (30, 30.0)
     assert p["quick"] is True
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from kustomize_controller.kustomize.build import (
     _parse_version,
     _run,
     detect_builder,
+    installed_builder_dirs,
     small_input,
 )
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
@@ -56,11 +58,11 @@ def test_clean_stderr_strips_warnings_prefix_and_temp_paths(tmp_path: Path) -> N
 async def test_detect_prefers_kustomize_then_kubectl(tmp_path: Path) -> None:
     script(tmp_path / "kustomize", 'echo "v5.4.3"\n')
     script(tmp_path / "kubectl", f"echo '{KUBECTL_JSON % 'v1.30.0'}'\n")
-    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path))
-    assert cmd.flavour == "kustomize" and cmd.version == "v5.4.3"
+    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path), installed_dirs=[])
+    assert cmd.flavour == "kustomize" and cmd.version == "v5.4.3" and cmd.source == "PATH"
     assert cmd.argv == (str(tmp_path / "kustomize"), "build")
     (tmp_path / "kustomize").unlink()
-    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+    cmd = await detect_builder(clock=RealClock(), search_path=str(tmp_path), installed_dirs=[])
     assert cmd.flavour == "kubectl" and cmd.argv[1:] == ("kustomize",) and cmd.kustomize_version == "v5.8.1"
 
 
@@ -68,14 +70,46 @@ async def test_old_kustomize_falls_back_to_kubectl_and_old_kubectl_fails(tmp_pat
     script(tmp_path / "kustomize", 'echo "{Version:kustomize/v4.5.7}"\n')
     script(tmp_path / "kubectl", f"echo '{KUBECTL_JSON % 'v1.26.3'}'\n")
     with pytest.raises(BuilderUnavailableError) as err:
-        await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+        await detect_builder(clock=RealClock(), search_path=str(tmp_path), installed_dirs=[])
     message = str(err.value)
     assert "kustomize >= v5 is required" in message and "kubectl >= v1.27" in message
 
 
 async def test_no_builder_at_all(tmp_path: Path) -> None:
     with pytest.raises(BuilderUnavailableError, match="neither 'kustomize' nor 'kubectl' is on PATH"):
-        await detect_builder(clock=RealClock(), search_path=str(tmp_path))
+        await detect_builder(clock=RealClock(), search_path=str(tmp_path), installed_dirs=[])
+
+
+async def test_the_installed_builder_wins_over_path(tmp_path: Path) -> None:
+    installed, first_on_path = tmp_path / "venv-bin", tmp_path / "elsewhere"
+    installed.mkdir()
+    first_on_path.mkdir()
+    old_kubectl = KUBECTL_JSON.replace("v5.8.1", "v5.5.0") % "v1.32.0"
+    script(first_on_path / "kubectl", f"echo '{old_kubectl}'\n")
+    script(first_on_path / "kustomize", 'echo "v5.5.0"\n')
+    script(installed / "kubectl", f"echo '{KUBECTL_JSON % 'v1.36.3'}'\n")
+    cmd = await detect_builder(clock=RealClock(), search_path=str(first_on_path), installed_dirs=[str(installed)])
+    assert cmd.argv == (str(installed / "kubectl"), "kustomize") and cmd.source == "installed" and cmd.pinned
+    # an installed builder too old to use gives way to PATH, which is then not the pinned version
+    script(installed / "kubectl", f"echo '{KUBECTL_JSON % 'v1.26.0'}'\n")
+    cmd = await detect_builder(clock=RealClock(), search_path=str(first_on_path), installed_dirs=[str(installed)])
+    assert cmd.argv[0] == str(first_on_path / "kustomize") and cmd.source == "PATH" and not cmd.pinned
+    # --kustomize-binary still overrides both
+    cmd = await detect_builder(clock=RealClock(), kustomize_binary=str(first_on_path / "kubectl"),
+                               search_path=str(first_on_path), installed_dirs=[str(installed)])
+    assert cmd.argv[0] == str(first_on_path / "kubectl") and cmd.source == "flag" and cmd.kustomize_version == "v5.5.0"
+
+
+def test_installed_builder_dirs_name_the_interpreter_s_own_directory(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)  # a venv's python links to the system's: not followed
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setattr(sys, "argv", [str(tmp_path / "scripts" / "kustomize-controller")])
+    assert installed_builder_dirs() == [str(venv_bin)]  # the script's directory does not exist: skipped
+    (tmp_path / "scripts").mkdir()
+    assert installed_builder_dirs() == [str(venv_bin), str(tmp_path / "scripts")]
 
 
 async def test_explicit_binary(tmp_path: Path) -> None:

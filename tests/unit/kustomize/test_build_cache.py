@@ -156,7 +156,8 @@ class IdentifiedBuilder:
     def cache_identity(self) -> str:
         return "scripted"
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                    batch: object = None) -> bytes:
         self.runs += 1
         return CM.encode()
 
@@ -202,7 +203,8 @@ class KustomizationRecorder(IdentifiedBuilder):
         super().__init__()
         self.kustomizations: list[str] = []
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                    batch: object = None) -> bytes:
         self.kustomizations.append((directory / "kustomization.yaml").read_text())
         return await super().build(directory, root=root, workdir=workdir, allow_remote=allow_remote)
 

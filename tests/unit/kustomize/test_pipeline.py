@@ -57,7 +57,8 @@ class ScriptedBuilder:
         self.output = output
         self.calls: list[tuple[Path, Path, bool]] = []
 
-    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool) -> bytes:
+    async def build(self, directory: Path, *, root: Path, workdir: Path, allow_remote: bool,
+                    batch: object = None) -> bytes:
         assert (directory / "kustomization.yaml").exists()  # generation ran first
         self.calls.append((directory, root, allow_remote))
         return self.output.encode()
