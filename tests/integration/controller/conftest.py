@@ -22,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +47,54 @@ from tests import leakcheck
 from tests.conftest import ClusterHandle
 
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
+
+
+class Instance:
+    """One more controller process of a test (leader election, crash and restart), running as its own
+    user so that the API's request log and client faults (``server.client_faults``) tell it apart."""
+
+    def __init__(self, settings: Settings, user: str = "") -> None:
+        self.settings = settings
+        self.user = user
+        self.manager: Manager | None = None
+        self.task: asyncio.Task[int] | None = None
+
+    def start(self) -> None:
+        from kustomize_controller.app import run_controller
+
+        def keep(manager: Manager) -> None:
+            self.manager = manager
+
+        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False, on_manager=keep))
+
+    async def wait_leader(self, within: float = 30.0) -> None:
+        for _ in range(int(within * 10)):
+            if self.manager is not None and self.manager.is_leader:
+                return
+            assert self.task is None or not self.task.done(), "controller exited"
+            await asyncio.sleep(0.1)
+        raise AssertionError("never became leader")
+
+    async def stop(self) -> int | None:
+        """Stop gracefully (the lease is released); cancel after 30 s."""
+        if self.task is None:
+            return None
+        if self.manager is None:  # not started yet: nothing to release
+            await self.kill()
+            return None
+        self.manager.stop()
+        try:
+            return await asyncio.wait_for(self.task, 30)
+        except TimeoutError:
+            await self.kill()
+            return None
+
+    async def kill(self) -> None:
+        """Cancel the controller task and wait for it (whatever it still sends is the test's business)."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
 
 
 @dataclass
@@ -75,6 +125,24 @@ class ControllerEnv:
         self.task = asyncio.create_task(
             run_controller(self.settings, clock=clock, handle_signals=False, on_manager=self._set_manager)
         )
+
+    def instance(self, user: str, directory: Path, **overrides: Any) -> Instance:
+        """A controller (not started) running as ``user`` (a new ``system:masters`` token) with ``settings``
+        and ``overrides``."""
+        server = self.server
+        token = server.add_user(user, groups=("system:masters",))
+        path = directory / f"{user}.kubeconfig"
+        path.write_text(json.dumps(server.kubeconfig(token=token, user=user)))
+        return Instance(replace(self.settings, kubeconfig=str(path), **overrides), user)
+
+    async def in_namespace(self, suffix: str) -> ControllerEnv:
+        """This environment in a new namespace ``<namespace>-<suffix>`` (teardown deletes it): the same
+        cluster, client and artifact server, with settings scoped to it; nothing started."""
+        name = f"{self.namespace}-{suffix}"
+        await self.create_namespace(name)
+        return dataclasses.replace(self, cluster=dataclasses.replace(self.cluster, namespace=name),
+                                   settings=replace(self.settings, runtime_namespace=name), task=None,
+                                   extra_tasks=[], manager=None, extra_namespaces=[])
 
     def gates(self, **overrides: bool) -> FeatureGates:
         """The feature gates of ``settings`` with ``overrides`` applied (for ``start(feature_gates=...)``)."""

@@ -9,6 +9,8 @@ which works the same on a real cluster.
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 
 import pytest
 
@@ -54,3 +56,22 @@ async def test_stop_during_a_finalization_cancels_it_and_exits_at_once(env: Cont
                                patch_type="merge", field_manager="someone")
         await env.client.patch(KS_API, "Kustomization", "app", ns, {"metadata": {"finalizers": None}},
                                patch_type="merge")
+
+
+async def test_stopped_while_starting_it_closes_its_api_client(env: ControllerEnv) -> None:
+    """The fault-injection tests found it: a controller cancelled before its manager ran (here: while it
+    probes the API server for priority and fairness) left its API client's connections open."""
+    probe = env.server.faults.delay(3.0, path=r"^/livez/ping$", count=1)
+    await env.start()
+    for _ in range(250):  # until the probe is in flight (the rule counts it on arrival)
+        if probe.remaining == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert probe.remaining == 0 and env.task is not None and not env.task.done()
+    await env.stop()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        await asyncio.sleep(0.1)
+        for _ in range(3):
+            gc.collect()  # an unclosed aiohttp session or connector warns when collected
+    assert not [str(w.message) for w in caught if "Unclosed" in str(w.message)]
