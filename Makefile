@@ -9,13 +9,17 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test run bench e2e lint typecheck imports unit venv builder crd image clean
+.PHONY: test faults run bench e2e lint typecheck imports unit venv builder crd image clean
 
 test: venv builder
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 3 --dist loadfile
+
+# Fault injection with every crash point, dropped event and lag (make test samples them): docs/testing.md.
+faults: venv builder
+	FAULTS_EXHAUSTIVE=1 $(BIN)/pytest tests/integration/faults -n 3 --dist loadfile $(ARGS)
 
 # The controller's main job. With a reachable cluster in KUBECONFIG it runs the controller against it
 # (ARGS are controller flags); otherwise it starts the embedded API server, publishes examples/ as a

@@ -4,7 +4,9 @@ Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
 Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
-(issue 23). ``--quick`` is a few-minute smoke run.
+(issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios scale`` (issue 27),
+1,000 to 10,000 Kustomizations in one process and in 4 shards (``--scale-sizes``, ``--scale-shards``;
+bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
@@ -23,11 +25,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import health_waits, key_services, monorepo, report, request_counts, scenarios, workload
+from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, workload
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
+    "chaos",
 )
+# not in the default run (tens of minutes at 10,000 on 2 cores): ask for it with --scenarios scale
+OPTIONAL = ("scale",)
 
 
 def _sizes(text: str) -> list[int]:
@@ -47,7 +52,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few-minute smoke run (small sizes, one run each)")
-    p.add_argument("--scenarios", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    p.add_argument("--scenarios", default=",".join(ALL),
+                   help=f"comma-separated subset of {','.join(ALL + OPTIONAL)} (default: all but {','.join(OPTIONAL)})")
     p.add_argument("--sizes", default=None, help="Kustomization counts for cold start (default 100,500,1000)")
     p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
     p.add_argument("--big-sizes", default=None, help="objects of the big Kustomization (default 1000,5000)")
@@ -59,6 +65,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--requests-variants", default="apf,noapf",
                    help="API server variants of that scenario: apf (flow-control headers on), noapf (off)")
     p.add_argument("--monorepo-size", type=int, default=None, help="apps of the monorepo scenario (1000)")
+    p.add_argument("--scale-sizes", default=None,
+                   help="Kustomizations of the scale scenario (issue 27; default 1000,2000,5000,10000)")
+    p.add_argument("--scale-shards", default=None,
+                   help="controller processes of the scale scenario: 1 is one process, k > 1 is k shards "
+                        "(--watch-label-selector, one lease each); default 1,4")
+    p.add_argument("--chaos-size", type=int, default=None, help="Kustomizations of the chaos soak (300)")
+    p.add_argument("--chaos-duration", type=float, default=None, help="seconds of faults in the chaos soak (120)")
+    p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
+    p.add_argument("--chaos-throttle-share", type=float, default=0.1,
+                   help="share of API requests shed with 429 during the chaos soak (0.1)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -91,6 +107,18 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "requests_size": args.requests_size or (20 if quick else 100),
         "requests_variants": [v for v in args.requests_variants.split(",") if v],
         "monorepo_size": args.monorepo_size or (50 if quick else 1000),
+        "scale_sizes": _sizes(args.scale_sizes) if args.scale_sizes else ([100, 200] if quick else
+                                                                           [1000, 2000, 5000, 10000]),
+        "scale_shards": _sizes(args.scale_shards) if args.scale_shards else [1, 4],
+        "chaos": {
+            "size": args.chaos_size or (30 if quick else 300),
+            "duration": args.chaos_duration or (30.0 if quick else 120.0),
+            "revision_every": 10.0 if quick else 15.0,
+            "fault_every": 5.0 if quick else 10.0,
+            "throttle_share": args.chaos_throttle_share,
+            "seed": args.chaos_seed,
+            "converge_within": 300.0 if quick else 900.0,
+        },
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -157,11 +185,22 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "chain" in wanted:
         for variant in health_waits.plan_variants(health_waits.CHAIN_VARIANTS, quick=p["quick"]):
             await record("chain", 10, lambda m, v=variant: health_waits.chain(cfg, v, into=m))
+    # issue 27: thousands of Kustomizations, in one process and sharded; every size in one process,
+    # then in shards, so that a run cut short by the deadline still has both at the smaller sizes
+    if "scale" in wanted:
+        for size in p.get("scale_sizes", []):
+            for shards in p.get("scale_shards", [1]):
+                await record("scale", size, lambda m, size=size, shards=shards: scale.scale(cfg, size, shards=shards,
+                                                                                           into=m))
     # issue 23: the first decryption with each cloud key service (loopback servers), and a controller
     # that never meets a cloud key does not load them
     if "keyservices" in wanted:
         await record("keyservices", len(key_services.PROVIDERS),
                      lambda m: key_services.key_services(workdir, into=m))
+    if "chaos" in wanted:
+        plan = chaos.ChaosPlan(**p["chaos"])
+        await record("chaos", plan.size,
+                     lambda m: chaos.chaos(plan, workdir=workdir, flags=p["controller_flags"], into=m))
     return results
 
 

@@ -208,6 +208,63 @@ def _issue15(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
     return lines
 
 
+# (label, metric suffix, per-Kustomization figure?) of the scale table (issue 27)
+_SCALE_COLUMNS = (
+    ("cold start (s)", "cold_s"),
+    ("cold ms/Ks", "cold_ms_per_ks"),
+    ("controller CPU ms/Ks (cold)", "cold_cpu_ms_per_ks"),
+    ("kustomize CPU ms/Ks", "cold_kustomize_cpu_ms_per_ks"),
+    ("API server CPU ms/Ks", "cold_apiserver_cpu_ms_per_ks"),
+    ("requests/Ks (cold)", "cold_requests_per_ks"),
+    ("new revision (s)", "revision.seconds"),
+    ("requests/Ks (revision)", "revision.requests_per_ks"),
+    ("no-op round (s)", "noop1.seconds"),
+    ("no-op CPU ms/Ks", "noop1.cpu_ms_per_reconcile"),
+    ("peak RSS MiB (largest process)", "peak_rss_mib"),
+)
+
+
+def scale_rows(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
+    """The ``scale`` scenario (issue 27): one row per size and layout, then how each figure grows."""
+    sizes = sorted(k[1] for k in table if k[0] == "scale")
+    if not sizes:
+        return []
+    lines = ["| Kustomizations | layout | " + " | ".join(label for label, _ in _SCALE_COLUMNS) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in _SCALE_COLUMNS) + " |"]
+    layouts = sorted({m.split(".", 1)[0] for size in sizes for m in table[("scale", size)]},
+                     key=lambda x: (x != "one", x))
+    for size in sizes:
+        for layout in layouts:
+            metrics = table[("scale", size)]
+            if f"{layout}.cold_s" not in metrics:
+                continue
+            cells = [_stat(metrics.get(f"{layout}.{suffix}", [])) for _, suffix in _SCALE_COLUMNS]
+            lines.append(f"| {size:,} | {layout} | " + " | ".join(cells) + " |")
+    for layout in layouts:
+        measured = [s for s in sizes if _median(table, ("scale", s), f"{layout}.cold_s") is not None]
+        if len(measured) < 2:
+            continue
+        low, high = measured[0], measured[-1]
+        lines += ["", f"Growth, {layout}, {low:,} → {high:,} Kustomizations ({high / low:.0f}× the work): "
+                  "per-Kustomization figures, ratio high/low (1.0 is linear scaling):", ""]
+        for label, suffix in _SCALE_COLUMNS:
+            a = _median(table, ("scale", low), f"{layout}.{suffix}")
+            b = _median(table, ("scale", high), f"{layout}.{suffix}")
+            if a is None or b is None or not a or suffix == "cold_ms_per_ks":
+                continue
+            if suffix == "peak_rss_mib":  # a fixed base plus a slope: give the slope and where it leads
+                slope = (b - a) / (high - low)
+                lines.append(f"- {label}: {_fmt(a)} → {_fmt(b)}, {_fmt(slope * 1024)} KiB per added Kustomization; "
+                             f"{_fmt(b + slope * (10000 - high))} MiB at 10,000 on that slope")
+                continue
+            per_ks = "/Ks" in label
+            ratio = b / a if per_ks else (b / high) / (a / low)
+            what = label if per_ks else f"{label} per Kustomization"
+            lines.append(f"- {what}: {_fmt(a if per_ks else a / low * 1000)} → "
+                         f"{_fmt(b if per_ks else b / high * 1000)}{'' if per_ks else ' (ms)'}, ×{ratio:.2f}")
+    return lines
+
+
 def details(data: dict[str, Any]) -> list[str]:
     table = _collect(data["results"])
     lines: list[str] = []
@@ -252,6 +309,9 @@ def render(data: dict[str, Any]) -> str:
     table = _collect(data["results"])
     for size in sorted(k[1] for k in table if k[0] == "requests"):
         lines += request_counts.render(table[("requests", size)], size)
+    scale_lines = scale_rows(table)
+    if scale_lines:
+        lines += ["## Thousands of Kustomizations, one process and shards (issue 27)", "", *scale_lines, ""]
     lines += ["## All numbers",
               "", "Median [min–max] over the runs; durations in seconds unless the name says otherwise.",
               *details(data)]

@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.procs import (
     ApiServerProcess,
     ControllerProcess,
+    Controllers,
     bench_env,
     cpu_seconds,
     metric_sum,
@@ -118,14 +119,14 @@ def controller(cfg: Config, api: Cluster, *, name: str, flags: list[str] | None 
 Samples = dict[tuple[str, str], float]
 
 
-async def _settled(ctrl: ControllerProcess, *, quiet: float = 1.0, within: float = 30.0) -> Samples:
+async def _settled(ctrl: Controllers, *, quiet: float = 1.0, within: float = 30.0) -> Samples:
     """Metrics once the controller's request counter stopped moving for ``quiet`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    last = await scrape(ctrl.metrics_url)
+    last = await ctrl.samples()
     while loop.time() < deadline:
         await asyncio.sleep(quiet)
-        now = await scrape(ctrl.metrics_url)
+        now = await ctrl.samples()
         if metric_sum(now, "rest_client_requests_total") == metric_sum(last, "rest_client_requests_total"):
             return now
         last = now
@@ -179,8 +180,8 @@ async def cold_start(
 
 
 async def revision_and_noop(
-    cfg: Config, m: Metrics, ctrl: ControllerProcess, api: Cluster, client: KubeClient,
-    artifacts: ArtifactServer, tracker: Tracker, names: list[str], *, objects: int,
+    cfg: Config, m: Metrics, ctrl: Controllers, api: Cluster, client: KubeClient,
+    artifacts: ArtifactServer, tracker: Tracker, names: list[str], *, objects: int, rounds: int = 2,
 ) -> None:
     n = len(names)
     before = await _settled(ctrl)
@@ -195,12 +196,12 @@ async def revision_and_noop(
         metric_sum(after, "rest_client_requests_total") - metric_sum(before, "rest_client_requests_total")
     ) / n
     m["revision.cpu_s"] = ctrl.stats().cpu_s - cpu0
-    for round_ in (1, 2):
+    for round_ in range(1, rounds + 1):
         await noop_round(m, f"noop{round_}", ctrl, api, client, tracker, names)
 
 
 async def noop_round(
-    m: Metrics, key: str, ctrl: ControllerProcess, api: Cluster, client: KubeClient, tracker: Tracker,
+    m: Metrics, key: str, ctrl: Controllers, api: Cluster, client: KubeClient, tracker: Tracker,
     names: list[str],
 ) -> None:
     """One periodic reconcile of every (unchanged) Kustomization, asked for with ``requestedAt``."""

@@ -18,14 +18,22 @@ Steps (each also a subcommand, for debugging one of them):
 ``extras SRC VENV``
     The pinned kubectl (``install_kubectl.py``) into ``VENV/bin``, and the demo's ``examples/`` into
     ``VENV/share/kustomize-controller/examples`` (where ``kustomize-controller demo`` finds them).
-``all SRC VENV``
-    The three in order, the wheelhouse in a temporary directory removed afterwards.
+``all SRC VENV [--wheel-cache DIR]``
+    The three in order, the wheelhouse in a temporary directory removed afterwards. With
+    ``--wheel-cache`` (tests/image, repeated local builds; never the Dockerfile) the dependency wheels of
+    a previous run in ``DIR`` are offered to ``pip wheel`` (``--find-links``): a wheel there beats the
+    index's source archive, so ``ruamel.yaml.clibz`` is not built again with zig even when pip's own
+    cache is cold (pip still fetches the other wheels from the index). After a good build ``DIR`` holds
+    this build's dependency wheels (never the project's own, always built from ``SRC``; only ``.whl``
+    files, so a source archive never reaches it). A new or re-pinned dependency is fetched or built as
+    without the cache.
 
 Standard library only (it runs before any virtual environment exists); pip is the running Python's.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -44,10 +52,12 @@ def _pip(*args: str) -> None:
     subprocess.run(command, check=True, timeout=PIP_TIMEOUT)
 
 
-def build_wheels(src: Path, wheelhouse: Path) -> list[Path]:
-    """Wheels of the project and its pinned dependencies in ``wheelhouse``; an error if any is not a wheel."""
+def build_wheels(src: Path, wheelhouse: Path, *, reuse: Path | None = None) -> list[Path]:
+    """Wheels of the project and its pinned dependencies in ``wheelhouse``; an error if any is not a wheel.
+    ``reuse``: a directory of wheels pip may take instead of fetching or building them."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    _pip("wheel", "--wheel-dir", str(wheelhouse), "--constraint", str(src / "constraints.txt"), str(src))
+    reusing = ["--find-links", str(reuse)] if reuse is not None and reuse.is_dir() else []
+    _pip("wheel", "--wheel-dir", str(wheelhouse), "--constraint", str(src / "constraints.txt"), *reusing, str(src))
     others = sorted(p.name for p in wheelhouse.iterdir() if p.suffix != ".whl")
     if others:
         raise SystemExit(f"install_image: not wheels in {wheelhouse}: {', '.join(others)}")
@@ -74,16 +84,37 @@ def install_extras(src: Path, venv: Path) -> None:
     shutil.copytree(src / "examples", examples)
 
 
-def install_all(src: Path, venv: Path) -> Path:
+def save_wheel_cache(wheels: list[Path], cache: Path) -> None:
+    """Replace ``cache``'s content with the dependency wheels among ``wheels`` (not the project's own)."""
+    own = PROJECT.replace("-", "_") + "-"
+    staging = cache.with_name(f"{cache.name}.new-{os.getpid()}")  # two runs at once never share one
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for wheel in wheels:
+        if wheel.suffix == ".whl" and not wheel.name.startswith(own):
+            shutil.copy2(wheel, staging / wheel.name)
+    shutil.rmtree(cache, ignore_errors=True)
+    try:
+        staging.rename(cache)
+    except OSError:  # another run saved its wheels in between: theirs are as good
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_all(src: Path, venv: Path, *, wheel_cache: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="kc-wheelhouse-") as tmp:
-        build_wheels(src, Path(tmp))
+        wheels = build_wheels(src, Path(tmp), reuse=wheel_cache)
         python = install_venv(Path(tmp), venv)
+        if wheel_cache is not None:
+            save_wheel_cache(wheels, wheel_cache)
     install_extras(src, venv)
     return python
 
 
 def main(argv: list[str]) -> int:
     steps = {"wheels": 2, "venv": 2, "extras": 2, "all": 2}
+    wheel_cache: Path | None = None
+    if len(argv) == 5 and argv[0] == "all" and argv[3] == "--wheel-cache":
+        wheel_cache, argv = Path(argv[4]).absolute(), argv[:3]
     if len(argv) < 1 or argv[0] not in steps or len(argv) != steps[argv[0]] + 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -95,7 +126,7 @@ def main(argv: list[str]) -> int:
     elif step == "extras":
         install_extras(first, second)
     else:
-        install_all(first, second)
+        install_all(first, second, wheel_cache=wheel_cache)
     return 0
 
 

@@ -30,13 +30,20 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import hypothesis
 import pytest
 from ruamel.yaml import YAML
 
 from kustomize_controller.testing.apiserver import ApiServer
 from tests import leakcheck
+from tests.child_leaks import pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401  (hooks: a leaked child fails its test)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests check correctness, not speed: Hypothesis's default 200 ms deadline per example fails
+# (or reports "Flaky") whenever a loaded 2-core CI machine deschedules the process mid-example.
+hypothesis.settings.register_profile("suite", deadline=None)
+hypothesis.settings.load_profile("suite")
 SHARED = REPO_ROOT.parent / "shared"
 
 

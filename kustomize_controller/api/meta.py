@@ -45,12 +45,23 @@ __all__ = [
     "SsaPolicy",
     "Time",
     "format_time",
+    "parse_time",
 ]
 
 
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with whole seconds, the wire form of ``metav1.Time`` (``2024-05-01T10:00:00Z``)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp read leniently (``Z`` or an offset); ``None`` for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _time_input(value: Any) -> Any:

@@ -148,6 +148,9 @@ async def run_controller(
         _log.error("unable to find a kustomize builder", error=str(err))
         await client.close()
         return 1
+    except BaseException:
+        await client.close()  # stopped while starting: the client is all there is to release yet
+        raise
     _log_builder(command)
     runtime_namespace = settings.runtime_namespace or config.namespace
     manager = Manager(
@@ -202,7 +205,11 @@ async def run_controller(
 async def _connect(config: ClientConfig, settings: Settings) -> KubeClient:
     """The controller's client, throttled client-side only where the API server has no priority and fairness."""
     client = KubeClient(config=config, qps=settings.kube_api_qps, burst=settings.kube_api_burst)
-    await _configure_throttling(client, settings)
+    try:
+        await _configure_throttling(client, settings)
+    except BaseException:
+        await client.close()  # stopped (or failed) while starting: nobody else would close it
+        raise
     return client
 
 

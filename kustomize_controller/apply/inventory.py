@@ -8,6 +8,9 @@ Contract (kustomize-controller ``internal/inventory``, reference §2):
   version recorded in ``old``. Entries of ``old`` that cannot be parsed are ignored (never deleted).
 - ``merge_survivors(new, stale, prune_change_set)`` appends to ``new`` every stale object that prune did
   not delete or skip (its DELETE failed), so the next reconcile retries it.
+- ``extended(old, additions)`` is ``old`` followed by every entry of ``additions`` it lacks, or None
+  when it lacks none; ``with_objects(old, objects)`` the same for manifests (the inventory recorded
+  before an apply that may create them).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from kustomize_controller.api.inventory import (
     parse_inventory_id,
 )
 from kustomize_controller.apply.changeset import Action, ChangeSet
-from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.objects import Object, ObjRef, version_of
 from kustomize_controller.apply.prune import StaleObject
 
 
@@ -79,3 +82,20 @@ def merge_survivors(
             ids.add(ref.id)
             entries.append(ref)
     return ResourceInventory(entries=entries)
+
+
+def extended(old: ResourceInventory | None, additions: ResourceInventory) -> ResourceInventory | None:
+    """``old`` followed by the entries of ``additions`` it lacks (by object identity), or None when it
+    lacks none."""
+    entries = list(old.entries) if old is not None else []
+    known = {oid for _, oid in _parsed(old)}
+    for ref, oid in _parsed(additions):
+        if oid not in known:
+            known.add(oid)
+            entries.append(ref)
+    return ResourceInventory(entries=entries) if len(entries) > len(old.entries if old is not None else ()) else None
+
+
+def with_objects(old: ResourceInventory | None, objects: Sequence[Object]) -> ResourceInventory | None:
+    refs = [ResourceRef.of(object_id(ObjRef.from_object(obj)), version_of(obj)) for obj in objects]
+    return extended(old, ResourceInventory(entries=refs))

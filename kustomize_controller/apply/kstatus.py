@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from kustomize_controller.api.meta import parse_time
 from kustomize_controller.apply.objects import Object, split_api_version
 
 MAX_INT32 = 2**31 - 1
@@ -240,15 +241,6 @@ def _replicaset(obj: Object, _: datetime) -> StatusResult:
     return _current(f"ReplicaSet is available. Replicas: {replicas}")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _pod(obj: Object, now: datetime) -> StatusResult:
     phase = _str(obj, "status.phase", "")
     if phase == "Succeeded":
@@ -268,7 +260,7 @@ def _pod(obj: Object, now: datetime) -> StatusResult:
     if phase == "Pending":
         cond = _condition(obj, "PodScheduled", "False")
         if cond is not None and cond.get("reason") == "Unschedulable":
-            created = _parse_time(_field(obj, "metadata.creationTimestamp"))
+            created = parse_time(_field(obj, "metadata.creationTimestamp"))
             if created is None or now - SCHEDULE_WINDOW < created:
                 return _in_progress("PodNotScheduled", "Pod has not been scheduled")
             return _failed("PodUnschedulable", "Pod could not be scheduled")

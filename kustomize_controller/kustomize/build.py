@@ -50,14 +50,12 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
 import re
 import secrets
 import shutil
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +69,7 @@ from kustomize_controller.kustomize.errors import BuilderUnavailableError, Kusto
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.runtime.child import ChildError, ChildResult, run_child
 from kustomize_controller.runtime.clock import Clock
 
 MIN_KUSTOMIZE = (5, 0, 0)
@@ -106,106 +105,17 @@ def _parse_version(text: str) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Result:
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-
-
 async def _run(
-    argv: list[str],
-    *,
-    clock: Clock,
-    time_limit: float,
-    max_output: int,
-    env: dict[str, str],
-    cwd: Path | None,
-) -> _Result:
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    stdout_r, stderr_r = proc.stdout, proc.stderr
-
-    async def read_stdout() -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await stdout_r.read(1 << 16):
-            size += len(chunk)
-            if size > max_output:
-                raise KustomizeBuildError(
-                    f"kustomize build failed: output exceeds the limit of {max_output} bytes"
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def read_stderr() -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await stderr_r.read(1 << 16):
-            if size < _MAX_STDERR:
-                chunks.append(chunk[: _MAX_STDERR - size])
-            size += len(chunk)
-        return b"".join(chunks)
-
-    readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(read_stderr())]
-
-    async def communicate() -> _Result:
-        out, err = await asyncio.gather(*readers)
-        rc = await proc.wait()
-        return _Result(rc, out, err)
-
-    work = asyncio.ensure_future(communicate())
-    timer = asyncio.ensure_future(clock.sleep(time_limit))
+    argv: list[str], *, clock: Clock, time_limit: float, max_output: int, env: dict[str, str], cwd: Path | None
+) -> ChildResult:
+    """Run a builder command; the child is reaped and its pipes closed on every way out (see
+    :mod:`kustomize_controller.runtime.child`)."""
     try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-        if work.done():
-            return work.result()
-        raise KustomizeBuildError(f"kustomize build failed: timed out after {time_limit:g}s")
-    finally:
-        timer.cancel()
-        if not work.done():
-            work.cancel()
-        # The clean-up must reach its end even when the caller is cancelled once more meanwhile (a
-        # shutdown cancelling a reconcile already being cancelled): interrupted, it would leave the child
-        # unreaped and its pipes open.
-        await run_to_end(_reap(proc, readers, (stdout_r, stderr_r), work, timer))
-
-
-async def _reap(
-    proc: asyncio.subprocess.Process,
-    readers: Sequence[asyncio.Future[bytes]],
-    streams: tuple[asyncio.StreamReader, asyncio.StreamReader],
-    work: asyncio.Future[_Result],
-    timer: asyncio.Future[None],
-) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        # Killed, the child exits at once; the bound only guards against a stuck reaper.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), timeout=10)
-    # A failed reader (output cap) must not leave its sibling reading a pipe: cancel and await both
-    # so every transport is closed before we return.
-    for reader in readers:
-        reader.cancel()
-    await asyncio.gather(*readers, return_exceptions=True)
-    # Drain what is left to EOF (at most a pipe buffer once the child is dead) so asyncio closes the
-    # pipe transports; a paused reader would otherwise keep them open past the build.
-    for stream in streams:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(stream.read(), timeout=5)
-    with contextlib.suppress(asyncio.CancelledError, KustomizeBuildError):
-        await work
-    with contextlib.suppress(asyncio.CancelledError):
-        await timer
+        return await run_child(
+            argv, clock=clock, time_limit=time_limit, max_output=max_output, max_stderr=_MAX_STDERR, env=env, cwd=cwd
+        )
+    except ChildError as err:
+        raise KustomizeBuildError(f"kustomize build failed: {err}") from None
 
 
 SMALL_INPUT_FILES = 64
@@ -437,7 +347,7 @@ class KustomizeBuilder:
                 env[key] = _CLOSED_PROXY
         return env
 
-    async def _invoke(self, directory: Path, *, workdir: Path, env: dict[str, str]) -> _Result:
+    async def _invoke(self, directory: Path, *, workdir: Path, env: dict[str, str]) -> ChildResult:
         argv = [*self.command.argv, str(directory), "--load-restrictor", "LoadRestrictionsNone"]
         try:
             return await _run(

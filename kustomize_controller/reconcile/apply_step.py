@@ -6,8 +6,11 @@ and raises ``PipelineFailure`` carrying the message; the reconciler turns it int
 raises ``HealthCheckCanceledError`` instead, with no history entry, as upstream. A health wait that is
 not conclusive at the first look releases the reconcile's worker (``runtime.controller.release_worker``)
 and goes on without it; nothing else changes for it. Nothing is written
-to the cluster before the build succeeded, and the inventory only moves after a successful apply
-(survivors of a failed prune are merged back).
+to the cluster before the build succeeded. Before an apply that may create objects the inventory lacks,
+the old inventory plus those objects is written to the status (so that a controller killed mid-apply
+still prunes them later); after a successful apply the inventory is exactly the applied set (survivors
+of a failed prune are merged back); after a failed apply it is the old one plus what the partial apply
+wrote.
 
 Progress publication: a reconcile that re-verifies the revision already applied (``reverifying``:
 Ready=True for the current generation and ``lastAppliedRevision`` equal to the artifact's) keeps its
@@ -45,7 +48,13 @@ from kustomize_controller.apply.health import (
     targets_from_references,
     wait_for_set,
 )
-from kustomize_controller.apply.inventory import from_change_set, merge_survivors, stale_objects
+from kustomize_controller.apply.inventory import (
+    extended,
+    from_change_set,
+    merge_survivors,
+    stale_objects,
+    with_objects,
+)
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef, split_api_version
@@ -287,11 +296,29 @@ class ApplyStep:
         else:
             drift_policy = self._detect_only.policy(ctx, digest=result.digest)
         if objects and planned is None:
+            intent = with_objects(old_inventory, objects)
+            if intent is not None:
+                # Recorded before the first of them can exist: a controller killed during the apply, or
+                # before its final status write, would otherwise leave them in no inventory, and the next
+                # revision without them would orphan them instead of pruning them (an object in the
+                # inventory that was never created is simply not found by prune).
+                ks.status.inventory = intent
+                try:
+                    await ctx.record("inventory")
+                except KubeError as err:
+                    # nothing was applied: it fails as an apply would (an unreachable server is retried
+                    # within seconds, reconciler.py), with the old inventory
+                    ks.status.inventory = old_inventory
+                    self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to record the inventory: {err}")
             try:
                 # objects new to the inventory are dry-run before they are read (apply/manager.py)
                 options = self._apply_options(ctx, drift_policy)
                 change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
+                # what the partial apply wrote stays in the inventory (prunable later); the rest of the
+                # objects recorded before it goes again
+                handled = from_change_set(err.change_set or ChangeSet())
+                ks.status.inventory = extended(old_inventory, handled) or old_inventory
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
                 self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())
                 # upstream: "%w\n%s" with one "<entry>\n" line per change of the partial apply

@@ -7,7 +7,8 @@ the one ``StatusPatcher`` that knows what was written last.
 Two kinds of write: ``progress()`` publishes an in-flight state (upstream's "Fetching/Building/
 Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set or
 ``Ready`` is ``False`` (a failed step's state: the final patch publishes it);
-``patch()`` always writes (the finalizer, the final status of every exit).
+``patch()`` always writes (the finalizer, the final status of every exit); ``record(*fields)`` writes
+only the fields named (the inventory recorded before an apply).
 
 Progress is also held during the first ``progress_delay`` seconds of a reconcile: a reconcile that
 ends sooner writes only its final status (upstream writes and overwrites three or four progress states
@@ -106,6 +107,10 @@ class ReconcileContext:
         the reconciler then retried quickly (reconcile/unreachable.py) as ``ReconciliationFailed``."""
         return not self.hold_progress and not conditions.is_false(self.conditions, READY)
 
+    async def record(self, *fields: str) -> None:
+        """Write these top-level status fields now, whatever progress is held, in one try; nothing else."""
+        await self.patcher.patch_fields(self.ks, fields, attempts=1)
+
     async def progress(self) -> None:
         if not self._publishes_progress():
             return
@@ -137,7 +142,10 @@ class ReconcileContext:
     async def _publish_when_delay_passes(self) -> None:
         await self.clock.sleep(max(0.0, self.progress_delay - self.elapsed()))
         self._delay_passed = True
-        if self._progress_pending and self._publishes_progress():
+        # Not behind another write (the inventory recorded before an apply, with its retries): by the time
+        # this one got its turn the state may be a failure, not progress. The next step's progress(), or
+        # the final patch, writes what is pending.
+        if self._progress_pending and self._publishes_progress() and not self.patcher.busy:
             self._progress_pending = False
             try:
                 await self.patcher.patch(self.ks)

@@ -38,6 +38,7 @@ from kustomize_controller.api.meta import FINALIZER, RECONCILE_REQUEST_ANNOTATIO
 from kustomize_controller.apply.cel import build_status_readers, compile_bool_expression
 from kustomize_controller.apply.errors import InvalidCELExpressionError
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.apply_step import ApplyStep, ApplyStepOptions, PipelineFailure
@@ -54,6 +55,7 @@ from kustomize_controller.reconcile.gate.gate import GATE_CONDITIONS, PENDING_KE
 from kustomize_controller.reconcile.interrupt import EnqueueHooks, HealthCheckCanceledError
 from kustomize_controller.reconcile.metrics import GotkMetrics
 from kustomize_controller.reconcile.notify import COMMIT_STATUS_KEY, COMMIT_STATUS_UPDATE, Notifier
+from kustomize_controller.reconcile.ownwrites import OwnWrites
 from kustomize_controller.reconcile.requeue import jittered
 from kustomize_controller.reconcile.source import (
     AccessDeniedError,
@@ -122,6 +124,8 @@ class KustomizationReconciler:
         (by which ones: ``options.cancel_health_on_any_enqueue``)."""
         self._client = client
         self._reader = reader
+        # the cache may not show our last status write yet: such a copy is read again (ownwrites.py)
+        self._own_writes = OwnWrites(self._get_live)
         self._sources = sources
         self._notifier = notifier
         self._metrics = metrics
@@ -135,7 +139,10 @@ class KustomizationReconciler:
 
     async def reconcile(self, request: Request) -> Result:
         obj = await self._reader.get_kustomization(request.namespace, request.name)
+        if obj is not None:
+            obj = await self._own_writes.fresh(obj)
         if obj is None:
+            self._own_writes.forget(request.namespace, request.name)
             self._forget_metrics(name=request.name, namespace=request.namespace)
             return Result()
         try:
@@ -147,7 +154,7 @@ class KustomizationReconciler:
         ctx = ReconcileContext(
             ks=ks,
             obj=obj,
-            patcher=StatusPatcher(client=self._client, obj=obj, clock=self._clock),
+            patcher=StatusPatcher(client=self._own_writes.patcher(self._client), obj=obj, clock=self._clock),
             clock=self._clock,
             notifier=self._notifier,
             started=self._clock.monotonic(),
@@ -380,6 +387,12 @@ class KustomizationReconciler:
         ctx.mark_stalled(reason, message)
         _log.error(message)
         await ctx.event(message, error=True)
+
+    async def _get_live(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._client.get(API_VERSION, KIND, name, namespace)
+        except NotFoundError:
+            return None
 
     async def _get_dependency(self, namespace: str, name: str) -> dict[str, Any]:
         # Uncached read, as upstream's APIReader: a dependency's readiness must be current.

@@ -18,6 +18,10 @@ Contract:
   ``Retry-After`` (a proxy's, an aggregated API's) the client did not retry, and is retried here.
 - Patches are serialised (a lock): the progress timer and the reconcile may both write, and each
   patch must be computed against what the one before it wrote.
+- ``patch_fields(ks, fields, attempts=)`` writes only those top-level status fields (the others stay as
+  last written and are sent by the next ``patch``), with ``attempts`` tries: the apply step records
+  its inventory before an apply without publishing its in-flight conditions, in one try (a failure
+  fails the reconcile at once, as an apply request's does, and the reconciler retries it).
 - When the object is being deleted, NotFound is expected (the finalizer was just removed and the
   object is gone) and is not an error.
 """
@@ -109,10 +113,28 @@ class StatusPatcher:
         if changes and await self._send({"status": changes}, subresource="status", deleting=deleting):
             self._status = status
 
-    async def _send(self, body: dict[str, Any], *, subresource: str | None, deleting: bool) -> bool:
+    @property
+    def busy(self) -> bool:
+        """A patch is being sent (a new one would wait for it)."""
+        return self._lock.locked()
+
+    async def patch_fields(self, ks: Kustomization, fields: tuple[str, ...], *, attempts: int | None = None) -> None:
+        async with self._lock:
+            status = status_document(ks)
+            after = {key: value for key, value in status.items() if key in fields}
+            changes = status_merge_patch({key: value for key, value in self._status.items() if key in fields}, after)
+            deleting = ks.metadata.deletion_timestamp is not None
+            if changes and await self._send({"status": changes}, subresource="status", deleting=deleting,
+                                            attempts=attempts):
+                self._status = {**{k: v for k, v in self._status.items() if k not in fields}, **after}
+
+    async def _send(
+        self, body: dict[str, Any], *, subresource: str | None, deleting: bool, attempts: int | None = None
+    ) -> bool:
         """Send one patch with retries; False when the object no longer exists while deleting."""
         delay = self._backoff
-        for attempt in range(1, self._attempts + 1):
+        attempts = attempts or self._attempts
+        for attempt in range(1, attempts + 1):
             try:
                 self.requests += 1
                 await self._client.patch(
@@ -135,7 +157,7 @@ class StatusPatcher:
                 # one without it (a proxy's, an aggregated API's) the client did not retry: we do
                 waited_out = isinstance(err, ApiError) and err.waited_out
                 retryable = isinstance(err, ConflictError) or (is_transient(err) and not waited_out)
-                if not retryable or attempt == self._attempts:
+                if not retryable or attempt == attempts:
                     raise
             await self._clock.sleep(delay)
             delay = min(delay * 2, 5.0)

@@ -155,6 +155,10 @@ class Manager:
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
 
+    @property
+    def controllers(self) -> list[Controller]:
+        return list(self._controllers)
+
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 
@@ -364,11 +368,13 @@ class Manager:
             self._log.info("serving", endpoint=attr.removesuffix("_url"), address=f"{host}:{port}")
         return runners
 
-    async def _handle_metrics(self, _request: web.Request) -> web.Response:
+    async def _handle_metrics(self, request: web.Request) -> web.Response:
         # Rendered in a worker thread: with 1,000 Kustomizations the page is ~2.7 MB and takes a few
         # hundred ms of Python; on the event loop that would stall every reconcile and watch for as long.
         # prometheus_client's collectors lock their own state, so collecting off the loop is safe.
-        body = await asyncio.to_thread(self.metrics.exposition)
+        # ``?name[]=x&name[]=y``: only those series (prometheus_client's filter), for cheap polling.
+        names = request.query.getall("name[]", [])
+        body = await asyncio.to_thread(self.metrics.exposition, names)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

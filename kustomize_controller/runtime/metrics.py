@@ -13,6 +13,8 @@ Contract:
   ``prometheus_client.generate_latest`` for legacy metric and label names (a test compares them),
   about 2.5 times faster, which matters because the per-Kustomization ``gotk_*`` series make the
   page ~2.7 MB at 1,000 Kustomizations. Names outside the legacy character set are refused.
+- ``exposition(names)`` renders only the families holding those sample names (prometheus_client's
+  ``name[]`` filter, served as ``/metrics?name[]=…``); collectors of other families are not called.
 - ``controller(name)`` pre-sets ``controller_runtime_reconcile_total{result=…}`` to 0 for the four
   results, as controller-runtime does when a controller starts.
 - ``queue(name, controller)`` returns the ``QueueMetrics`` a ``WorkQueue`` reports to;
@@ -262,8 +264,13 @@ class RuntimeMetrics:
     def queue(self, name: str, *, controller: str | None = None) -> WorkqueueMetrics:
         return WorkqueueMetrics(self, name=name, controller=controller or name)
 
-    def exposition(self) -> bytes:
-        return render_text(self.registry.collect())
+    def exposition(self, names: Iterable[str] = ()) -> bytes:
+        """The whole page, or (``names``: sample names such as ``rest_client_requests_total``) only the
+        families that have them, without collecting the others: the per-Kustomization ``gotk_*`` families
+        cost ~100 µs per Kustomization per scrape, 1.0 s at 10,000, which a reader of a few counters
+        (``/metrics?name[]=…``) should not pay."""
+        wanted = set(names)
+        return render_text(self.registry.restricted_registry(wanted).collect() if wanted else self.registry.collect())
 
 
 class WorkqueueMetrics:

@@ -22,10 +22,13 @@ from ruamel.yaml.error import YAMLError
 
 from . import errors, openapi, reads, routing
 from .auth import ANONYMOUS, Authenticator, UserInfo, impersonate
+from .clientfaults import ClientFaults
 from .cluster import PATCH_TYPES, Cluster, WriteContext
 from .conversion import Converter
 from .errors import ApiStatusError
 from .faults import FaultInjector
+from .kinds import ResourceType
+from .objects import with_version
 from .rbac import Attributes, Authorizer, forbidden_message
 from .requestlog import RequestLog, RequestRecord
 from .selectors import parse_field_selector, parse_label_selector
@@ -83,10 +86,12 @@ def error_response(err: ApiStatusError) -> web.Response:
 
 class Api:
     def __init__(self, *, cluster: Cluster, authenticator: Authenticator, faults: FaultInjector,
-                 request_log: RequestLog, options: ServerOptions) -> None:
+                 request_log: RequestLog, options: ServerOptions, client_faults: ClientFaults | None = None
+                 ) -> None:
         self.cluster = cluster
         self.authenticator = authenticator
         self.faults = faults
+        self.client_faults = client_faults or ClientFaults()
         self.log = request_log
         self.options = options
         self.authorizer = Authorizer(cluster.storage)
@@ -124,20 +129,37 @@ class Api:
         info: dict[str, Any] = {"verb": "", "user": ""}
         request[INFO_KEY] = info
         status = 500
+        client_faults = self.client_faults
+        tracked = False
         try:
             user = self.authenticator.authenticate(request.headers)
             info["user"] = user.name
             user = impersonate(user, request.headers, self.authorizer.may_impersonate)
             info["user"] = user.name
             request[USER_KEY] = user
+            tracked = client_faults.track(user.name, request.transport)
             delay = self.faults.latency_for(request.method, request.path)
             if delay:
                 await asyncio.sleep(delay)
+            if tracked:
+                # a faulted client (clientfaults.py): with the body read here nothing below waits before
+                # storing (but a conversion webhook call, for a non-storage version), so a client cut off
+                # now cannot have a write stored after its crash
+                if request.can_read_body:
+                    await request.read()
+                if client_faults.is_cut(user.name):
+                    status = 499
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return web.Response(status=499)
             injected = self.faults.failure_for(request.method, request.path) or self._throttled(request)
             if injected is not None:
                 raise injected
             response: web.StreamResponse = await handler(request)
             status = response.status
+            if tracked:
+                client_faults.served(user.name, verb=info["verb"], resource=info.get("resource", ""),
+                                     status=status, dry_run=info.get("dry_run", False))
             if info.get("deprecation") and not response.prepared:
                 # a deprecated CRD version: kube-apiserver warns on every request for it
                 response.headers.add("Warning", _warning_value(info["deprecation"]))
@@ -153,6 +175,8 @@ class Api:
             status = 500
             return error_response(errors.internal_error(f"{type(err).__name__}: {err}"))
         finally:
+            if tracked:
+                client_faults.untrack(info["user"], request.transport)
             self.log.append(RequestRecord(
                 method=request.method, path=request.path, query=request.query_string, status=status,
                 user=info["user"], verb=info["verb"], group=info.get("group", ""),
@@ -259,6 +283,9 @@ class Api:
         manager = q.get("fieldManager") or _manager_from_agent(request.headers.get("User-Agent", ""))
         versioned = self.versioned if self.versioned.applies(rt) else None
         if verb == "get":
+            stale = self._stale_version(user, rt.plural) if q.get("resourceVersion") == "0" else None
+            if stale is not None:
+                return await self._stale_get(rt, namespace, target.name or "", stale, versioned)
             if versioned is not None:
                 return json_response(await versioned.get(rt, namespace, target.name or ""))
             return json_response(cluster.get(rt, namespace, target.name or ""))
@@ -276,11 +303,14 @@ class Api:
                     labels=labels, fields=fields,
                     send_initial_events=q.get("sendInitialEvents", "").lower() == "true",
                     bookmark_interval=self.options.bookmark_interval,
-                    convert=versioned.watch_converter(rt) if versioned is not None else None))
+                    convert=versioned.watch_converter(rt) if versioned is not None else None,
+                    user=user.name), client_faults=self.client_faults)
             limit = _int(q.get("limit"), "limit")
             exact = None
             if q.get("resourceVersionMatch") == "Exact" and verb == "list":
                 exact = _int(q.get("resourceVersion"), "resourceVersion")
+            elif q.get("resourceVersion") == "0" and verb == "list" and not q.get("continue"):
+                exact = self._stale_version(user, rt.plural)
             listed = reads.list_objects(cluster, rt, target.namespace, labels=labels, fields=fields,
                                         limit=limit if limit else None, continue_token=q.get("continue"),
                                         exact_resource_version=exact)
@@ -346,6 +376,26 @@ class Api:
             return json_response(body)
         body, _ = cluster.delete(rt, namespace, name, options, dry_run=dry_run)
         return json_response(body)
+
+    def _stale_version(self, user: UserInfo, resource: str) -> int | None:
+        storage = self.cluster.storage
+        return self.client_faults.stale_resource_version(user.name, resource, storage.resource_version,
+                                                         storage.oldest_watchable)
+
+    async def _stale_get(self, rt: ResourceType, namespace: str, name: str, rv: int,
+                         versioned: VersionedRequests | None) -> web.StreamResponse:
+        """A GET answered from a lagging watch cache: the object as it was at ``rv`` (clientfaults.py)."""
+        listed = reads.list_objects(self.cluster, rt, namespace if rt.namespaced else None,
+                                    labels=parse_label_selector(None),
+                                    fields=parse_field_selector(f"metadata.name={name}", rt.kind,
+                                                                builtin=not rt.custom),
+                                    limit=None, continue_token=None, exact_resource_version=rv)
+        if not listed["items"]:
+            raise errors.not_found(rt.plural, rt.group, name)
+        item = {"kind": rt.kind, **listed["items"][0]}  # list items of built-in kinds carry no kind
+        if versioned is not None:
+            item = (await versioned.out(rt, [item]))[0]
+        return json_response(with_version(item, rt))
 
     async def _token_request(self, request: web.Request, user: UserInfo, target: routing.Target) -> web.Response:
         rt, namespace, name = target.rt, target.namespace or "", target.name or ""

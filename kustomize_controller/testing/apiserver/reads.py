@@ -94,7 +94,7 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
         obj = storage.get(rt.storage_key, scope_ns or "", pinned_name)
         candidates = iter([obj] if obj is not None else [])
     elif list_rv < storage.resource_version:
-        candidates = _snapshot(storage, rt, scope_ns, after, list_rv)
+        candidates = snapshot(storage, rt, scope_ns, after, list_rv)
     else:
         candidates = storage.iterate(rt.storage_key, scope_ns, after)
     last_key: tuple[str, str] | None = None
@@ -117,7 +117,7 @@ def list_objects(cluster: Cluster, rt: ResourceType, namespace: str | None, *, l
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
 
 
-def _snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key | None, rv: int
+def snapshot(storage: Storage, rt: ResourceType, namespace: str | None, after: Key | None, rv: int
               ) -> Iterator[dict[str, Any]]:
     """Objects after ``after`` as they were at ``rv`` (what etcd serves a continue token): the current
     objects, with every key written since ``rv`` replaced by its state before that first write."""

@@ -10,6 +10,7 @@ Usage::
         server.requests.writes(resource="configmaps")
         server.options.throttle_share = 0.2   # a fifth of resource requests answered 429 + Retry-After
         server.options.flow_control_headers = False  # look like a server without priority and fairness
+        server.client_faults.crash_after("controller", writes=3, on_crash=...)  # faults for one client
 
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
 ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
@@ -37,6 +38,7 @@ import aiohttp
 from aiohttp import web
 
 from .auth import Authenticator, UserInfo
+from .clientfaults import ClientFaults
 from .cluster import Cluster, WallClock
 from .faults import FaultInjector
 from .handlers import Api, ServerOptions
@@ -74,13 +76,14 @@ class ApiServer:
         self.cluster = Cluster(history_size=history_size, clock=clock, watcher_buffer=watcher_buffer,
                                simulate_workloads=simulate_workloads, populate_namespaces=populate_namespaces)
         self.faults = FaultInjector()
+        self.client_faults = ClientFaults()
         self.requests = RequestLog()
         self.authenticator = Authenticator(anonymous=anonymous_auth)
         self.authenticator.add_token(self.token, ADMIN)
         self.options = ServerOptions(rbac=rbac, watch_timeout=watch_timeout, bookmark_interval=bookmark_interval,
                                      flow_control_headers=flow_control_headers, throttle_share=throttle_share)
         self._api = Api(cluster=self.cluster, authenticator=self.authenticator, faults=self.faults,
-                        request_log=self.requests, options=self.options)
+                        request_log=self.requests, options=self.options, client_faults=self.client_faults)
         self.tokens = self._api.tokens  # the TokenRequest issuer (its public key verifies its tokens)
         self.cluster.delete_hooks.append(
             lambda rt, obj: self.faults.check_delete(rt.plural, obj["metadata"].get("namespace", ""),

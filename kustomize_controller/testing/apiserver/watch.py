@@ -10,6 +10,7 @@ Contract:
 - ``allowWatchBookmarks=true``: BOOKMARKs carrying the current global resourceVersion every
   ``bookmark_interval`` seconds and once shortly (``min(2 s, timeout/2)``) before ``timeoutSeconds`` ends;
   a bookmark is only sent when no event is pending, so resuming from it loses nothing.
+- A client with faults armed (``clientfaults.py``) may have events held, dropped or its stream cut.
 - The stream ends cleanly at ``timeoutSeconds`` (default: the server's ``watch_timeout``), when the
   watcher is closed (fault injection, slow consumer, shutdown) or when the client goes away.
 """
@@ -17,6 +18,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,9 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
+from .clientfaults import CLOSE, EXPIRE, ClientFaults, WatchTap
 from .errors import ApiStatusError, gone_expired
 from .kinds import ResourceType
 from .objects import with_version
+from .reads import snapshot
 from .selectors import FieldSelector, LabelSelector
 from .storage import Event, Storage
 
@@ -45,6 +49,7 @@ class WatchRequest:
     bookmark_interval: float
     # a custom resource read through a non-storage version: each object is converted (conversion.py)
     convert: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    user: str = ""
 
 
 def _line(type_: str, obj: dict[str, Any]) -> bytes:
@@ -79,7 +84,12 @@ def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
     return _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
 
 
-async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest) -> web.StreamResponse:
+class _Cut(Exception):
+    """A client fault ended the stream (clientfaults.py)."""
+
+
+async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest,
+                      client_faults: ClientFaults | None = None) -> web.StreamResponse:
     rt = req.rt
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                        "Cache-Control": "no-cache, private"})
@@ -100,16 +110,25 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
             await response.write(_line("ERROR", gone_expired(
                 f"invalid resource version: {req.resource_version!r}").body()))
             return response
-    registered = storage.watch(rt.storage_key, req.namespace, since, accepts)
+    # a faulted client's lagging watch cache (clientfaults.py) starts a resourceVersion=0 watch in the past
+    stale = None
+    if synthetic and not req.send_initial_events and client_faults is not None:
+        stale = client_faults.stale_resource_version(req.user, rt.plural, storage.resource_version,
+                                                     storage.oldest_watchable)
+    registered = storage.watch(rt.storage_key, req.namespace, since if stale is None else stale, accepts)
     if registered is None:
         await response.write(_line("ERROR", gone_expired(
             f"too old resource version: {since} ({storage.oldest_watchable})").body()))
         await response.write_eof()
         return response
     watcher, backlog = registered
+    tap = None if client_faults is None else client_faults.tap(req.user, rt.plural, lambda: storage.resource_version,
+                                                               watcher.close)
     try:
         if synthetic:
-            initial = [obj for obj in storage.iterate(rt.storage_key, req.namespace) if _matches(req, obj)]
+            current = (storage.iterate(rt.storage_key, req.namespace) if stale is None else
+                       snapshot(storage, rt, req.namespace, None, stale))
+            initial = [obj for obj in current if _matches(req, obj)]
             initial_rv = storage.resource_version
             for obj in initial:
                 await response.write(await _converted_line(req, "ADDED", obj) if req.convert else
@@ -119,22 +138,41 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest)
         for event in backlog:
             translated = _translate(req, event)
             if translated is not None:
+                await _tapped(response, tap, event)
                 await response.write(await _converted_line(req, *translated) if req.convert else
                                      _line(translated[0], with_version(translated[1], rt)))
-        await _pump(response, storage, watcher, req)
+        await _pump(response, storage, watcher, req, tap)
         await response.write_eof()
+    except _Cut:
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
     except ConnectionResetError:
         pass  # the client went away: nothing to tell it
     finally:
         watcher.close()
         storage.unwatch(watcher)
+        if client_faults is not None and tap is not None:
+            client_faults.untap(req.user, watcher.close)
     return response
+
+
+async def _tapped(response: web.StreamResponse, tap: WatchTap | None, event: Event) -> None:
+    """Ask a faulted client's tap about ``event``: held for a while, or the stream ends here (_Cut)."""
+    if tap is None:
+        return
+    action = await tap.before(event.rv)
+    if action == EXPIRE:
+        await response.write(_line("ERROR", gone_expired(f"too old resource version: {event.rv - 1}").body()))
+        raise _Cut
+    if action == CLOSE:
+        raise _Cut
 
 
 _NOTHING: Any = object()
 
 
-async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, req: WatchRequest) -> None:
+async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, req: WatchRequest,
+                tap: WatchTap | None) -> None:
     start = time.monotonic()
     deadline = start + req.timeout
     final_bookmark_at = deadline - min(2.0, req.timeout / 2)
@@ -145,7 +183,8 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
         if now >= deadline:
             return
         wake = deadline
-        if req.bookmarks and not final_sent:
+        bookmarks = req.bookmarks and (tap is None or tap.bookmarks)
+        if bookmarks and not final_sent:
             wake = min(wake, next_bookmark)
         try:
             # A queued event is taken without waiting: ``wait_for`` with a zero timeout (a bookmark
@@ -159,7 +198,7 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
             except TimeoutError:
                 event = _NOTHING
         if event is _NOTHING:
-            if req.bookmarks and watcher.queue.empty() and time.monotonic() >= next_bookmark and not final_sent:
+            if bookmarks and watcher.queue.empty() and time.monotonic() >= next_bookmark and not final_sent:
                 await response.write(_bookmark(req.rt, storage.resource_version))
                 if next_bookmark >= final_bookmark_at:
                     final_sent = True
@@ -169,6 +208,7 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
             return
         translated = _translate(req, event)
         if translated is not None:
+            await _tapped(response, tap, event)
             await response.write(await _converted_line(req, *translated) if req.convert else
                                  _encoded(event, translated[0], translated[1], req.rt))
 

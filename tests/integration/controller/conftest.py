@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +37,8 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.discovery import NoKindMatchError
 from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.controller import Request
 from kustomize_controller.runtime.manager import Manager
 from kustomize_controller.settings import FeatureGates, Settings, replace
 from kustomize_controller.testing.apiserver import ApiServer
@@ -42,6 +47,54 @@ from tests import leakcheck
 from tests.conftest import ClusterHandle
 
 KS_API = "kustomize.toolkit.fluxcd.io/v1"
+
+
+class Instance:
+    """One more controller process of a test (leader election, crash and restart), running as its own
+    user so that the API's request log and client faults (``server.client_faults``) tell it apart."""
+
+    def __init__(self, settings: Settings, user: str = "") -> None:
+        self.settings = settings
+        self.user = user
+        self.manager: Manager | None = None
+        self.task: asyncio.Task[int] | None = None
+
+    def start(self) -> None:
+        from kustomize_controller.app import run_controller
+
+        def keep(manager: Manager) -> None:
+            self.manager = manager
+
+        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False, on_manager=keep))
+
+    async def wait_leader(self, within: float = 30.0) -> None:
+        for _ in range(int(within * 10)):
+            if self.manager is not None and self.manager.is_leader:
+                return
+            assert self.task is None or not self.task.done(), "controller exited"
+            await asyncio.sleep(0.1)
+        raise AssertionError("never became leader")
+
+    async def stop(self) -> int | None:
+        """Stop gracefully (the lease is released); cancel after 30 s."""
+        if self.task is None:
+            return None
+        if self.manager is None:  # not started yet: nothing to release
+            await self.kill()
+            return None
+        self.manager.stop()
+        try:
+            return await asyncio.wait_for(self.task, 30)
+        except TimeoutError:
+            await self.kill()
+            return None
+
+    async def kill(self) -> None:
+        """Cancel the controller task and wait for it (whatever it still sends is the test's business)."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
 
 
 @dataclass
@@ -63,14 +116,33 @@ class ControllerEnv:
     def namespace(self) -> str:
         return self.cluster.namespace
 
-    async def start(self, **overrides: Any) -> None:
+    async def start(self, *, clock: Clock | None = None, **overrides: Any) -> None:
+        """Run the controller with ``settings`` and ``overrides``; ``clock``: its clock (the real one by default)."""
         from kustomize_controller.app import run_controller
 
         if overrides:
             self.settings = replace(self.settings, **overrides)
         self.task = asyncio.create_task(
-            run_controller(self.settings, handle_signals=False, on_manager=self._set_manager)
+            run_controller(self.settings, clock=clock, handle_signals=False, on_manager=self._set_manager)
         )
+
+    def instance(self, user: str, directory: Path, **overrides: Any) -> Instance:
+        """A controller (not started) running as ``user`` (a new ``system:masters`` token) with ``settings``
+        and ``overrides``."""
+        server = self.server
+        token = server.add_user(user, groups=("system:masters",))
+        path = directory / f"{user}.kubeconfig"
+        path.write_text(json.dumps(server.kubeconfig(token=token, user=user)))
+        return Instance(replace(self.settings, kubeconfig=str(path), **overrides), user)
+
+    async def in_namespace(self, suffix: str) -> ControllerEnv:
+        """This environment in a new namespace ``<namespace>-<suffix>`` (teardown deletes it): the same
+        cluster, client and artifact server, with settings scoped to it; nothing started."""
+        name = f"{self.namespace}-{suffix}"
+        await self.create_namespace(name)
+        return dataclasses.replace(self, cluster=dataclasses.replace(self.cluster, namespace=name),
+                                   settings=replace(self.settings, runtime_namespace=name), task=None,
+                                   extra_tasks=[], manager=None, extra_namespaces=[])
 
     def gates(self, **overrides: bool) -> FeatureGates:
         """The feature gates of ``settings`` with ``overrides`` applied (for ``start(feature_gates=...)``)."""
@@ -81,6 +153,13 @@ class ControllerEnv:
 
     def _set_manager(self, manager: Manager) -> None:
         self.manager = manager
+
+    def requeued_at(self, name: str = "app") -> float | None:
+        """When the controller's delayed requeue of the Kustomization ``name`` is due (on its clock's
+        ``monotonic()``), or None when none is waiting."""
+        assert self.manager is not None, "controller not started"
+        (controller,) = [c for c in self.manager.controllers if c.name == "kustomization"]
+        return controller.queue.ready_at(Request(namespace=self.namespace, name=name))
 
     async def create_namespace(self, name: str) -> None:
         """Another namespace for this test (it must start with ``<namespace>-``; teardown deletes it)."""
@@ -234,6 +313,17 @@ class ControllerEnv:
 
     async def get(self, api_version: str, kind: str, name: str) -> dict[str, Any]:
         return await self.client.get(api_version, kind, name, self.namespace)
+
+    async def stop_without_grace(self, *, within: float = 120.0) -> int:
+        """A graceful stop (SIGTERM) that must not sit out the grace period; returns the exit code.
+
+        The grace period is first raised far beyond ``within`` (a bound on waiting, never a timing
+        assertion): returning at all then proves that the in-flight work was cancelled, not waited for,
+        however slow the machine is."""
+        assert self.manager is not None and self.task is not None, "controller not started"
+        self.manager.options = dataclasses.replace(self.manager.options, graceful_shutdown_timeout=10 * within)
+        self.manager.stop()
+        return await asyncio.wait_for(asyncio.shield(self.task), within)
 
     async def stop(self) -> None:
         if self.task is not None:

@@ -114,7 +114,7 @@ async def test_a_new_revision_waits_and_approve_applies_exactly_its_plan(env: Co
     obj = await env.wait_ready(revision=second["revision"])
     assert condition(obj, "Approved") == ("True", "PlanApproved")
     assert (await mode_of(env, "a"), await mode_of(env, "b"), await mode_of(env, "c")) == ("fast", None, "fast")
-    for _ in range(100):  # the gauge is written just after the status
+    for _ in range(600):  # the gauge is written just after the status (30 s: an upper bound on a loaded CI)
         if not values(await scrape(env), "gotk_plan_pending", **me):
             break
         await asyncio.sleep(0.05)

@@ -44,7 +44,9 @@ async def test_build_failure_touches_nothing(env: ControllerEnv) -> None:
     assert event["message"] == condition_message(obj, "Ready")
 
 
-async def test_apply_failure_keeps_previous_inventory(env: ControllerEnv) -> None:
+async def test_apply_failure_keeps_previous_inventory_plus_what_it_wrote(env: ControllerEnv) -> None:
+    """Upstream keeps the previous inventory and so orphans what the failed apply's earlier stages
+    created; here those objects stay in it, to be pruned by a later revision without them."""
     ns = env.namespace
     first = await env.publish({"a.yaml": configmap("a")})
     await env.start()
@@ -61,7 +63,9 @@ async def test_apply_failure_keeps_previous_inventory(env: ControllerEnv) -> Non
     assert message.endswith(f"\nClusterRole/test-{ns} created\n"), message
     assert await env.exists("v1", "ConfigMap", "a")
     assert not await env.exists("v1", "ConfigMap", "b")
-    assert obj["status"]["inventory"] == before["status"]["inventory"]
+    assert obj["status"]["inventory"]["entries"] == [
+        *before["status"]["inventory"]["entries"],
+        {"id": f"_test-{ns}_rbac.authorization.k8s.io_ClusterRole", "v": "v1"}]
     assert obj["status"]["history"][0]["lastReconciledStatus"] == "ReconciliationFailed"
 
 

@@ -21,7 +21,7 @@ from kustomize_controller.conversion.crd import service_reference
 from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.settings import replace
-from tests.integration.controller.conftest import ControllerEnv
+from tests.integration.controller.conftest import ControllerEnv, Instance
 
 pytestmark = pytest.mark.integration
 
@@ -188,8 +188,6 @@ def _free_port() -> int:
 
 
 async def test_a_standby_serves_leaves_the_crd_url_to_the_leader_and_takes_it_when_leading(env: ControllerEnv) -> None:
-    from tests.integration.controller.test_leader_election import Instance
-
     env.cluster.require_server()
     leader_port, standby_port = _free_port(), _free_port()
     base = replace(env.settings, enable_leader_election=True, webhook_url="auto")

@@ -6,67 +6,27 @@ wrote what."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kustomize_controller.runtime.manager import Manager
-from kustomize_controller.settings import Settings, replace
-from tests.integration.controller.conftest import ControllerEnv
+from tests.integration.controller.conftest import ControllerEnv, Instance
 from tests.integration.controller.manifests import configmap
 
 pytestmark = pytest.mark.integration
 
 
-class Instance:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.manager: Manager | None = None
-        self.task: asyncio.Task[int] | None = None
-
-    def start(self) -> None:
-        from kustomize_controller.app import run_controller
-
-        def keep(manager: Manager) -> None:
-            self.manager = manager
-
-        self.task = asyncio.create_task(run_controller(self.settings, handle_signals=False, on_manager=keep))
-
-    async def wait_leader(self, within: float = 30.0) -> None:
-        for _ in range(int(within * 10)):
-            if self.manager is not None and self.manager.is_leader:
-                return
-            assert self.task is None or not self.task.done(), "controller exited"
-            await asyncio.sleep(0.1)
-        raise AssertionError("never became leader")
-
-    async def stop(self) -> int | None:
-        if self.task is None:
-            return None
-        if self.manager is not None:
-            self.manager.stop()
-        try:
-            return await asyncio.wait_for(self.task, 30)
-        except TimeoutError:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
-            return None
-
-
-def instance(env: ControllerEnv, tmp_path: Path, user: str) -> Instance:
-    server = env.server
-    token = server.add_user(user, groups=("system:masters",))
-    path = tmp_path / f"{user}.kubeconfig"
-    path.write_text(json.dumps(server.kubeconfig(token=token, user=user)))
-    return Instance(replace(env.settings, kubeconfig=str(path), enable_leader_election=True,
-                           leader_election_lease_duration=timedelta(seconds=3),
-                           leader_election_renew_deadline=timedelta(seconds=2),
-                           leader_election_retry_period=timedelta(milliseconds=200)))
+def instance(env: ControllerEnv, tmp_path: Path, user: str, *, renew_deadline: float = 20.0) -> Instance:
+    """A controller instance renewing its lease every 200 ms. The lease lasts 1.5 renew deadlines: the
+    default deadline (20 s) is far beyond any stall of a loaded machine, so a leader never loses its
+    lease (and a standby never takes an unreleased one) by accident; a handover goes through the
+    release a graceful stop writes, which the standby sees at its next 200 ms retry."""
+    return env.instance(user, tmp_path, enable_leader_election=True,
+                        leader_election_lease_duration=timedelta(seconds=1.5 * renew_deadline),
+                        leader_election_renew_deadline=timedelta(seconds=renew_deadline),
+                        leader_election_retry_period=timedelta(milliseconds=200))
 
 
 def status_writers(env: ControllerEnv) -> set[str]:
@@ -108,7 +68,7 @@ async def test_only_the_leader_reconciles_and_the_other_takes_over(env: Controll
 
 
 async def test_lost_lease_exits_with_status_1(env: ControllerEnv, tmp_path: Path) -> None:
-    leader = instance(env, tmp_path, "controller-a")
+    leader = instance(env, tmp_path, "controller-a", renew_deadline=2)
     try:
         leader.start()
         await leader.wait_leader()

@@ -58,3 +58,68 @@ async def test_prune_false_keeps_removed_objects(env: ControllerEnv) -> None:
     obj = await env.wait_ready(revision=second["revision"])
     assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
     assert await env.exists("v1", "ConfigMap", "b")
+
+
+async def test_objects_applied_by_a_controller_killed_before_its_status_write_are_pruned_later(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the chaos soak (issue 25): revision 2 adds "b", the controller dies right after the apply
+    (no status written), revision 3 drops "b" before anyone reconciled revision 2 again. "b" must be
+    pruned: it was in no inventory when the inventory was only written after the apply, and stayed
+    behind for ever, labelled as ours."""
+    import asyncio
+
+    from kustomize_controller.apply.manager import ResourceManager
+
+    ns = env.namespace
+    first = await env.publish({"a.yaml": configmap("a")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    await env.wait_ready(revision=first["revision"])
+
+    original = ResourceManager.apply_all_staged
+    applied = asyncio.Event()
+
+    async def apply_then_die(self: ResourceManager, *args: object, **kwargs: object) -> object:
+        result = await original(self, *args, **kwargs)  # type: ignore[arg-type]
+        applied.set()
+        await asyncio.Event().wait()  # as good as dead: nothing after the apply happens
+        return result
+
+    monkeypatch.setattr(ResourceManager, "apply_all_staged", apply_then_die)
+    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+    await asyncio.wait_for(applied.wait(), 60)
+    assert await env.exists("v1", "ConfigMap", "b")
+    await env.stop()
+    monkeypatch.setattr(ResourceManager, "apply_all_staged", original)
+
+    third = await env.publish({"a.yaml": configmap("a"), "c.yaml": configmap("c")})
+    await env.start()
+    obj = await env.wait_ready(revision=third["revision"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap", f"{ns}_c__ConfigMap"]
+    assert not await env.exists("v1", "ConfigMap", "b")
+
+
+async def test_an_unreachable_server_at_the_inventory_record_is_retried_quickly_and_applies_nothing(
+    env: ControllerEnv,
+) -> None:
+    """The status write that records the inventory before the apply fails as an apply would: a server that
+    cannot be reached is retried within seconds and shown as progressing, and nothing is applied until
+    the record succeeds."""
+    from tests.integration.controller.conftest import condition
+
+    ns = env.namespace
+    artifact = await env.publish({"a.yaml": configmap("a")})
+    await env.create(env.kustomization(targetNamespace=ns))
+    # the first status write (the record) answers 503
+    env.server.faults.fail(method="PATCH", path=rf"/namespaces/{ns}/kustomizations/app/status$", status=503,
+                           count=1)
+    async with env.versions() as seen:
+        await env.start()
+        obj = await env.wait_ready(revision=artifact["revision"])
+    retried = [o for o in seen if condition(o, "Reconciling") == ("True", "ProgressingWithRetry")]
+    assert retried and not (retried[0]["status"].get("inventory") or {}).get("entries")
+    assert "failed to record the inventory" in str(retried[0]["status"]["conditions"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    failed = [o for o in seen if (condition(o, "Ready") or ("", ""))[0] == "False"]
+    assert not failed, [c for o in failed for c in o["status"]["conditions"]]

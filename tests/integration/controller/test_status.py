@@ -192,7 +192,8 @@ async def test_a_quick_reconcile_writes_only_its_final_status(env: ControllerEnv
     assert not [o for o in seen if cond(o, "Reconciling")]
     if env.cluster.server is not None:
         patches = [r for r in env.server.requests.writes(resource="kustomizations") if r.verb == "patch"]
-        assert [r.subresource for r in patches] == ["", "status"]  # the finalizer, the final status
+        # the finalizer, the inventory recorded before the apply (alone), the final status
+        assert [r.subresource for r in patches] == ["", "status", "status"]
 
 
 async def test_a_slow_reconcile_publishes_its_progress_once_the_delay_passed(env: ControllerEnv) -> None:

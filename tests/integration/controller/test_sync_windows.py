@@ -4,7 +4,9 @@ and says so (``SyncAllowed=False`` ``SyncWindowClosed``), lets a manual request 
 not the interval; the fleet-wide ConfigMap selects Kustomizations by namespace glob and by label; an
 invalid window holds changes and names itself.
 
-Windows are computed from the real time: a window that fires in the current minute and lasts past now.
+A window here fires in the current minute and lasts past now. The test of a window closing runs the
+controller on a ``JumpClock`` and jumps to the closing moment: it never waits for the wall clock, so
+a loaded machine cannot make it miss the held state.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from kustomize_controller.api.changes import SYNC_WINDOWS_ANNOTATION
 from kustomize_controller.api.duration import format_duration
 from tests.integration.controller.conftest import KS_API, ControllerEnv, condition, condition_message
+from tests.integration.controller.jumpclock import JumpClock
 from tests.integration.controller.manifests import configmap, kustomization
 
 pytestmark = pytest.mark.integration
@@ -28,10 +31,10 @@ def files(mode: str) -> dict[str, str]:
     return {"kustomization.yaml": kustomization("a.yaml"), "a.yaml": configmap("a", {"mode": mode})}
 
 
-def deny_until(until: datetime, *, manual: bool = False, **selectors: Any) -> dict[str, Any]:
-    """A deny window active now (it fires in the current UTC minute) that closes at ``until``."""
-    now = datetime.now(UTC)
-    fired = now.replace(second=0, microsecond=0)
+def deny_until(until: datetime, *, now: datetime | None = None, manual: bool = False,
+               **selectors: Any) -> dict[str, Any]:
+    """A deny window active at ``now`` (it fires in that UTC minute) that closes at ``until``."""
+    fired = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
     duration = timedelta(seconds=int((until - fired).total_seconds()) + 1)
     return {"kind": "deny", "schedule": f"{fired.minute} {fired.hour} * * *", "duration": format_duration(duration),
             "timeZone": "UTC", "manualSync": manual, **selectors}
@@ -60,9 +63,9 @@ def closed(obj: dict[str, Any], revision: str | None = None) -> bool:
             and (revision is None or (obj.get("status") or {}).get("lastAttemptedRevision") == revision))
 
 
-async def applied(env: ControllerEnv) -> dict[str, Any]:
+async def applied(env: ControllerEnv, clock: JumpClock | None = None) -> dict[str, Any]:
     artifact = await env.publish(files("one"))
-    await env.start()
+    await env.start(clock=clock)
     await env.create(env.kustomization(targetNamespace=env.namespace))
     await env.wait_ready(revision=artifact["revision"])
     return artifact
@@ -105,19 +108,34 @@ async def test_a_deny_window_holds_a_revision_and_drift_and_manual_sync_lets_a_r
 
 
 async def test_the_change_lands_when_the_window_closes(env: ControllerEnv) -> None:
-    await applied(env)
-    closes = datetime.now(UTC) + timedelta(seconds=20)
-    await set_windows(env, [deny_until(closes)])
+    clock = JumpClock()
+    await applied(env, clock)
+    closes = clock.now() + timedelta(minutes=5)
+    await set_windows(env, [deny_until(closes, now=clock.now())])
     await env.wait_for("app", closed)
     second = await env.publish(files("two"))
     obj = await env.wait_for("app", lambda o: closed(o, second["revision"]))
     assert await mode_of(env) == "one"
     opens = condition_message(obj, "SyncAllowed").split("changes are allowed from ")[1].split(";")[0]
     assert abs(datetime.strptime(opens, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - closes) <= timedelta(seconds=2)
-    # nothing but the timer at the opening can bring it (interval 10m, no other event)
+    # the hold's requeue is a timer at the opening, well before the interval (10m)
+    requeued = await _requeued(env, clock)
+    assert timedelta(seconds=requeued - clock.monotonic()) <= closes - clock.now() + timedelta(seconds=2)
+    # nothing but that timer can bring the change: time jumps to the opening, no other event
+    clock.jump((closes - clock.now()).total_seconds() + 2)
     obj = await env.wait_ready(revision=second["revision"], within=90)
     assert condition(obj, "SyncAllowed") == ("True", "SyncWindowOpen")
     assert await mode_of(env) == "two"
+
+
+async def _requeued(env: ControllerEnv, clock: JumpClock) -> float:
+    """When the held reconcile's delayed requeue is due (the controller files it right after the status)."""
+    for _ in range(600):
+        due = env.requeued_at()
+        if due is not None and due > clock.monotonic():
+            return due
+        await asyncio.sleep(0.1)
+    raise AssertionError("the held reconcile filed no delayed requeue")
 
 
 async def test_an_invalid_window_holds_changes_and_names_itself(env: ControllerEnv) -> None:

@@ -177,23 +177,38 @@ async def test_zero_bound_keeps_nothing_once_unused(env: Env) -> None:
 
 
 async def test_a_cancelled_loader_hands_over_to_a_waiter(env: Env) -> None:
-    artifact = await publish(env, "repo", "a")
-    env.server.delay(path_of(artifact), seconds=0.3)
-    cache = env.cache()
+    # The download is held on a fake clock (not a real delay): the loader is certainly still loading
+    # when it is cancelled, however slow the machine.
+    clock = FakeClock()
+    async with ArtifactServer(clock=clock) as server:
+        artifact = await server.publish_files({"apps/a/cm.yaml": CM.format(name="a")}, name="repo")
+        server.delay(path_of(artifact), seconds=30)
+        cache = env.cache()
 
-    async def use() -> Path:
-        async with cache.acquire(url=artifact["url"], digest=artifact["digest"]) as root:
-            return root
+        async def use() -> Path:
+            async with cache.acquire(url=artifact["url"], digest=artifact["digest"]) as root:
+                return root
 
-    loader = asyncio.ensure_future(use())
-    await asyncio.sleep(0.05)
-    waiter = asyncio.ensure_future(use())
-    await asyncio.sleep(0.05)
-    loader.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await loader
-    root = await asyncio.wait_for(waiter, timeout=30)
-    assert (root / "apps" / "a" / "cm.yaml").is_file()
+        loader = asyncio.ensure_future(use())
+        for _ in range(3000):  # bounded: 30 s
+            if server.request_count(path_of(artifact)) == 1 and clock.pending_sleepers == 1:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the loader's download never reached the server")
+        waiter = asyncio.ensure_future(use())
+        for _ in range(10):  # the waiter finds the load in flight and waits on it (no I/O on the way)
+            await asyncio.sleep(0)
+        loader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await loader
+        assert not waiter.done()
+        server.clear_faults()
+        await clock.advance(30)  # let the server finish the abandoned response
+        root = await asyncio.wait_for(waiter, timeout=30)
+        assert (root / "apps" / "a" / "cm.yaml").is_file()
+        assert server.request_count(path_of(artifact)) == 2  # the waiter loaded it itself
+        await cache.close()
 
 
 async def test_the_cache_directory_is_swept_after_a_crash(env: Env) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.builder]
 REPO = Path(__file__).resolve().parents[3]
 
 
-def build_manifests() -> list[dict]:  # type: ignore[type-arg]
-    kubectl = shutil.which("kubectl") or str(REPO / ".venv" / "bin" / "kubectl")
-    out = subprocess.run([kubectl, "kustomize", str(REPO / "manifests")], capture_output=True, text=True,
+def build_manifests(path: str = "manifests") -> list[dict]:  # type: ignore[type-arg]
+    # the builder installed with the package (the venv's pinned kubectl) before whatever PATH offers
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
+    out = subprocess.run([kubectl, "kustomize", str(REPO / path)], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
@@ -46,8 +48,9 @@ def test_manifests_contain_what_a_deployment_needs() -> None:
     assert {"name": "temp", "mountPath": "/tmp"} in container["volumeMounts"]
 
 
-async def test_manifests_pass_server_side_dry_run(cluster: ClusterHandle) -> None:
-    objects = build_manifests()
+@pytest.mark.parametrize("path", ["manifests", "manifests/sharding"])
+async def test_manifests_pass_server_side_dry_run(cluster: ClusterHandle, path: str) -> None:
+    objects = build_manifests(path)
     config = await load_kubeconfig(cluster.kubeconfig_path)
     async with KubeClient(config=config) as client:
         for obj in objects:

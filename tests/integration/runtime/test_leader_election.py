@@ -187,6 +187,8 @@ async def test_a_standby_takes_a_released_lease_at_once_not_at_its_next_retry(cl
         assert await a.release()
         await asyncio.wait_for(standby, 30)  # a guard against a hang, not a timing
         assert b.is_leader() and clock.monotonic() == start  # no retry period had to pass
+        # the leader's watch of the Lease ended with the wait: no task outlives acquire()
+        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("lease-watch-") and not t.done()]
         spec = (await client.get("coordination.k8s.io/v1", "Lease", "released-lease", cluster.namespace))["spec"]
         assert spec["holderIdentity"] == "replica-b" and spec["leaseTransitions"] == 1
     finally:

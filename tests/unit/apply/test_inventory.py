@@ -7,6 +7,7 @@ from kustomize_controller.apply.inventory import (
     inventory_objects,
     merge_survivors,
     stale_objects,
+    with_objects,
 )
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.prune import StaleObject
@@ -78,3 +79,18 @@ def test_merge_survivors_keeps_failed_deletes_only() -> None:
     merged = merge_survivors(new, stale, prune_cs)
     assert [e.id for e in merged.entries] == ["_app__Namespace", "app_web_apps_Deployment"]
     assert [e.id for e in new.entries] == ["_app__Namespace"]  # input not mutated
+
+
+def test_with_objects_appends_what_the_inventory_lacks() -> None:
+    old = inv(("app_web_apps_Deployment", "v1beta1"), ("app_cfg__ConfigMap", "v1"))
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "app"}}
+    cfg = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "app"}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}}
+    assert with_objects(old, [web, cfg]) is None  # nothing new: no write needed
+    grown = with_objects(old, [ns, web, cfg, ns])
+    assert grown is not None
+    assert [(e.id, e.v) for e in grown.entries] == [
+        ("app_web_apps_Deployment", "v1beta1"), ("app_cfg__ConfigMap", "v1"), ("_app__Namespace", "v1")]
+    assert [(e.id, e.v) for e in (with_objects(None, [cfg]) or inv()).entries] == [("app_cfg__ConfigMap", "v1")]
+    assert stale_objects(grown, inv(("app_cfg__ConfigMap", "v1"))) == [
+        StaleObject(DEP, "v1beta1"), StaleObject(NS, "v1")]

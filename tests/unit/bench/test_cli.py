@@ -32,7 +32,7 @@ def test_default_plan() -> None:
     assert p == {
         "scenarios": [
             "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain",
-            "keyservices",
+            "keyservices", "chaos",
         ],
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
@@ -43,6 +43,10 @@ def test_default_plan() -> None:
         "requests_size": 100,
         "requests_variants": ["apf", "noapf"],
         "monorepo_size": 1000,
+        "scale_sizes": [1000, 2000, 5000, 10000],
+        "scale_shards": [1, 4],
+        "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
+                  "seed": 25, "converge_within": 900.0},
         "wait": False,
         "controller_flags": scenarios.DEFAULT_FLAGS,
         "quick": False,
@@ -57,7 +61,15 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
     assert p["big_sizes"] == [500]
     assert (p["latency_size"], p["latency_samples"], p["baseline_size"]) == (20, 20, 20)
     assert p["monorepo_size"] == 50
+    assert (p["chaos"]["size"], p["chaos"]["duration"]) == (30, 30.0)
     assert p["quick"] is True
+    assert "scale" not in p["scenarios"]  # opt-in: tens of minutes at 10,000
+    assert p["scale_sizes"] == [100, 200]
+
+
+def test_scale_plan_options() -> None:
+    p = cli.plan(cli.parse(["--scenarios", "scale", "--scale-sizes", "2000,5000", "--scale-shards", "4"]))
+    assert (p["scenarios"], p["scale_sizes"], p["scale_shards"]) == (["scale"], [2000, 5000], [4])
 
 
 def test_plan_options_override_the_defaults() -> None:

@@ -248,3 +248,28 @@ def test_requests_by_kind_and_throttling_mode_from_a_scrape() -> None:
         "patch (dry-run) deployments": 3.0, "patch kustomizations/status": 2.0, "get (discovery)": 1.0}
     assert throttling_mode(samples) == "priority-and-fairness"
     assert throttling_mode({}) == "unknown"
+
+
+async def test_scrape_asks_for_only_the_named_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    _Session.requested = []
+    monkeypatch.setattr(procs.aiohttp, "ClientSession", _Session)
+    await procs.scrape("http://metrics.invalid/metrics", names=("a_total", "b"))
+    assert _Session.requested == ["http://metrics.invalid/metrics?name%5B%5D=a_total&name%5B%5D=b"]
+
+
+async def test_a_group_of_controllers_sums_samples_and_cpu_and_keeps_the_largest_rss() -> None:
+    class _Member:
+        def __init__(self, value: float, rss: float) -> None:
+            self.value, self.rss = value, rss
+
+        async def samples(self) -> dict[tuple[str, str], float]:
+            return {(REQ, GET): self.value}
+
+        def stats(self) -> procs.ProcStats:
+            return procs.ProcStats(peak_rss_mib=self.rss, rss_mib=self.rss, cpu_s=self.value, children_cpu_s=1.0)
+
+    group = procs.ControllerGroup([_Member(2.0, 90.0), _Member(3.0, 70.0)])  # type: ignore[list-item]
+    assert await group.samples() == {(REQ, GET): 5.0}
+    stats = group.stats()
+    assert (stats.cpu_s, stats.children_cpu_s, stats.peak_rss_mib) == (5.0, 2.0, 90.0)
+    assert [s.peak_rss_mib for s in group.shard_stats()] == [90.0, 70.0]

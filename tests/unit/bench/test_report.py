@@ -380,3 +380,23 @@ def test_summary_starvation_and_chain_rows_judge_the_medians() -> None:
     assert all(line.endswith("| **not met** |") for line in slow if "broken" in line or "chain" in line)
     missing = report.summary(data_of([run("starvation", 100, {"starvation.released_s": 12.5})]))
     assert next(line for line in missing if "broken" in line).endswith("| not measured |")
+
+
+def test_scale_rows_give_a_row_per_layout_and_the_growth_per_kustomization() -> None:
+    from bench import report
+
+    def run(size: int, layout: str, cold: float, rss: float) -> dict[str, Any]:
+        return {"scenario": "scale", "size": size, "error": "",
+                "metrics": {f"{layout}.cold_s": cold, f"{layout}.cold_cpu_ms_per_ks": 30.0,
+                            f"{layout}.peak_rss_mib": rss}}
+
+    results = [run(1000, "one", 60.0, 120.0), run(1000, "shards4", 55.0, 70.0),
+               run(10000, "one", 660.0, 300.0), run(10000, "shards4", 600.0, 100.0)]
+    lines = report.scale_rows(report._collect(results))
+    rows = [line for line in lines if line.startswith("| 1")]
+    assert [r.split(" | ")[1] for r in rows] == ["one", "shards4", "one", "shards4"]
+    text = "\n".join(lines)
+    assert "cold start (s) per Kustomization: 60.0 → 66.0 (ms), ×1.10" in text
+    assert "controller CPU ms/Ks (cold): 30.0 → 30.0, ×1.00" in text
+    assert "peak RSS MiB (largest process): 120 → 300, 20.5 KiB per added Kustomization; 300 MiB at 10,000" in text
+    assert report.scale_rows(report._collect([])) == []

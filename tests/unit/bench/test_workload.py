@@ -244,3 +244,34 @@ def test_monorepo_layout_shares_one_platform_component() -> None:
     assert 'revision: "2"' in files["apps/app-3/app.yaml"] and 'revision: "1"' in files["apps/app-4/app.yaml"]
     assert mono_ks(7)["spec"]["path"] == "./apps/app-7"
     assert mono_ks(7)["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "monorepo"}
+
+
+# --- issue 27: sharding labels and a driver that stays linear ------------------------------------------
+
+
+def test_kustomizations_are_labelled_round_robin_for_shards() -> None:
+    assert "labels" not in workload.kustomization(0, wait=False)["metadata"]
+    keys = [workload.kustomization(i, wait=False, shards=4)["metadata"]["labels"][workload.SHARD_KEY]
+            for i in range(8)]
+    assert keys == ["shard1", "shard2", "shard3", "shard4"] * 2
+
+
+class _CountingDict(dict[tuple[str, str], float]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    def __contains__(self, key: object) -> bool:
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+def test_waiting_for_n_keys_costs_o_n_lookups_in_all_not_o_n_per_check() -> None:
+    n = 1000
+    seen = _CountingDict()
+    done = workload._drained([(f"app-{i}", "r") for i in range(n)], seen)
+    for i in range(n):  # one watch event per key, each followed by a check (the worst case)
+        seen[(f"app-{i}", "r")] = 0.0
+        done()
+    assert done()
+    assert seen.lookups <= 3 * n  # all(...) on every check was n * (n + 1) / 2

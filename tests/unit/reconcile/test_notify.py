@@ -96,12 +96,14 @@ async def test_webhook_delivers_in_notification_controller_shape_and_retries_5xx
         notifier = Notifier(recorder=Recorder(), webhook=sender, clock=clock)
         task = asyncio.create_task(sender.run())
         await notifier.emit(KS, severity="info", ready_reason="ReconciliationSucceeded", message="done")
-        for _ in range(200):
+        for _ in range(3000):  # real sockets: bounded by 30 s of real time, not by loop turns
             if clock.pending_sleepers:
                 break
             await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the sender never waited to retry")
         await clock.advance(1.0)
-        for _ in range(200):
+        for _ in range(3000):
             if len(received) == 2:
                 break
             await asyncio.sleep(0.01)

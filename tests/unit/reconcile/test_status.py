@@ -74,6 +74,25 @@ async def test_only_changes_are_sent_with_status_owner() -> None:
     assert len(client.calls) == 1
 
 
+async def test_patch_fields_writes_only_the_fields_named_and_the_next_patch_the_rest() -> None:
+    from kustomize_controller.api.inventory import ResourceInventory, ResourceRef
+
+    client = FakeClient()
+    obj = doc(observedGeneration=-1)
+    patcher = StatusPatcher(client=client, obj=obj, clock=FakeClock())
+    ks = parse_kustomization(obj)
+    conditions.mark_unknown(ks.status.conditions, "Ready", Reason.PROGRESSING, "Reconciliation in progress",
+                            generation=2, now=NOW)
+    ks.status.inventory = ResourceInventory(entries=[ResourceRef(id="apps_a__ConfigMap", v="v1")])
+    await patcher.patch_fields(ks, ("inventory",))
+    (call,) = client.calls
+    assert call["body"] == {"status": {"inventory": {"entries": [{"id": "apps_a__ConfigMap", "v": "v1"}]}}}
+    await patcher.patch_fields(ks, ("inventory",))
+    assert len(client.calls) == 1  # already written
+    await patcher.patch(ks)
+    assert set(client.calls[1]["body"]["status"]) == {"conditions"}
+
+
 async def test_finalizer_patched_on_the_object_before_status() -> None:
     client = FakeClient()
     obj = doc()

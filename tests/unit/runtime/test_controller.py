@@ -10,6 +10,7 @@ from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, ReconcileError, Request, Result, TerminalError
 from kustomize_controller.runtime.logs import configure_logging
 from kustomize_controller.runtime.metrics import RuntimeMetrics
+from tests.unit.loop import complete, settle
 
 
 class Script:
@@ -54,11 +55,6 @@ def setup(script: Script, concurrency: int = 1) -> tuple[Controller, FakeClock, 
         concurrency=concurrency,
     )
     return ctrl, clock, registry
-
-
-async def settle() -> None:
-    for _ in range(30):
-        await asyncio.sleep(0)
 
 
 def total(registry: CollectorRegistry, result: str) -> float | None:
@@ -183,7 +179,7 @@ async def test_stop_cancels_in_flight_and_drops_queued() -> None:
     ctrl.queue.add(Request("ns", "b"))
     await settle()
     ctrl.stop()  # the gate is never opened: the reconcile of a is cancelled, not waited for
-    await asyncio.wait_for(task, 1)
+    await complete(task)
     assert [r.name for r, _ in script.calls] == ["a"]
     assert not ctrl.busy and ctrl.queue.shutting_down
 

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, ReconcileError, Request, Result, release_worker
 from kustomize_controller.runtime.metrics import RuntimeMetrics
+from tests.unit.loop import complete, settle
 
 
 class Waiter:
@@ -52,11 +53,6 @@ def setup(waiter: Waiter, *, concurrency: int = 1, max_detached: int = 8) -> tup
                       metrics=RuntimeMetrics(clock=clock, registry=registry),
                       concurrency=concurrency, max_detached=max_detached)
     return ctrl, clock, registry
-
-
-async def settle() -> None:
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 def gauge(registry: CollectorRegistry, name: str) -> float | None:
@@ -153,7 +149,7 @@ async def test_stop_cancels_released_reconciles_and_run_returns() -> None:
     await settle()
     assert ctrl.detached == 2
     ctrl.stop()
-    await asyncio.wait_for(task, 5)
+    await complete(task)
     assert sorted(waiter.cancelled) == ["wait1", "wait2"]
     assert ctrl.detached == 0 and gauge(registry, "controller_detached_reconciles") == 0
     assert not ctrl.queue.processing

@@ -7,6 +7,7 @@ from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.transport import HttpRequest, MockResponse, MockTransport
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.informer import DeletedFinalStateUnknown, FuncHandler, Informer
+from tests.unit.loop import complete, settle
 from tests.unit.runtime.fakeapi import FakeApi
 
 
@@ -58,11 +59,6 @@ class Recorder:
         )
 
 
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
 def make(api: ScriptedApi, clock: FakeClock, **kwargs: Any) -> Informer:
     client = KubeClient.for_server("http://fake", transport=api.transport)
     return Informer(
@@ -84,7 +80,7 @@ async def test_list_then_watch_events_then_rewatch_without_relist() -> None:
     rec = Recorder()
     inf.add_handler(rec.handler())
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     assert rec.events == [("add-initial", "a"), ("add", "b"), ("update", "a"), ("delete", "a")]
     assert sorted(inf.store.keys()) == ["ns/b"]
@@ -108,7 +104,7 @@ async def test_gone_relists_and_reports_objects_deleted_meanwhile() -> None:
     rec = Recorder()
     inf.add_handler(rec.handler())
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     # while disconnected: one object deleted, one changed, one created
     await client.delete("v1", "ConfigMap", "vanish", "ns")
@@ -129,7 +125,7 @@ async def test_very_short_empty_watch_counts_as_error_and_relists() -> None:
     api.streams = [[]]
     inf = make(api, clock)
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     assert inf.stats.errors == 1 and "under 1s" in inf.stats.last_error
     await clock.advance(2)
@@ -146,7 +142,7 @@ async def test_transport_error_rewatches_after_backoff_without_relist() -> None:
     api.streams = [[TransportError("connection reset")]]
     inf = make(api, clock)
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     await clock.advance(2)
     await settle()
@@ -164,7 +160,7 @@ async def test_late_handler_gets_replay_and_failing_handler_is_isolated() -> Non
 
     inf.add_handler(FuncHandler(add=boom))
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     rec = Recorder()
     inf.add_handler(rec.handler())
     assert rec.events == [("add-initial", "a")]
@@ -177,7 +173,7 @@ async def test_metadata_only_and_label_selector_are_sent() -> None:
     await api.client().create(cm("a", secret="s"))
     inf = make(api, clock, metadata_only=True, label_selector="shard=1")
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     assert "data" not in inf.store.get("ns/a")  # type: ignore[operator]
     for req in api.lists() + api.watches():
@@ -193,7 +189,7 @@ async def test_resync_redelivers_cached_objects() -> None:
     rec = Recorder()
     inf.add_handler(rec.handler())
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     await clock.advance(60)
     assert rec.events == [("add-initial", "a"), ("update", "a")]
@@ -234,7 +230,7 @@ async def test_cached_objects_carry_no_managed_fields() -> None:
     rec = Recorder()
     inf.add_handler(rec.handler())
     task = asyncio.create_task(inf.run())
-    await asyncio.wait_for(inf.wait_for_sync(), 1)
+    await complete(inf.wait_for_sync())
     await settle()
     assert rec.events == [("add-initial", "a"), ("add", "b")]
     for key in ("ns/a", "ns/b"):
@@ -243,3 +239,18 @@ async def test_cached_objects_carry_no_managed_fields() -> None:
     a = inf.get("ns/a")
     assert a is not None and a["data"] == {"k": "v"} and a["metadata"]["name"] == "a"
     task.cancel()
+
+
+def test_cached_objects_share_their_key_strings_and_lose_managed_fields() -> None:
+    import json
+
+    from kustomize_controller.runtime.informer import _strip
+
+    text = json.dumps({"metadata": {"name": "a", "managedFields": [{"manager": "x"}]},
+                       "status": {"conditions": [{"lastTransitionTime": "t", "type": "Ready"}]}})
+    a, b = _strip(json.loads(text)), _strip(json.loads(text))
+    assert a == b == {"metadata": {"name": "a"},
+                      "status": {"conditions": [{"lastTransitionTime": "t", "type": "Ready"}]}}
+    key_a = next(k for k in a["status"]["conditions"][0] if k == "lastTransitionTime")
+    key_b = next(k for k in b["status"]["conditions"][0] if k == "lastTransitionTime")
+    assert key_a is key_b  # one string for every cached object, not one per decode

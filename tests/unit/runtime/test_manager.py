@@ -6,6 +6,7 @@ from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, Request, Result
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.manager import Manager, ManagerOptions, parse_bind_address
+from tests.unit.loop import settle, until
 from tests.unit.runtime.fakeapi import FakeApi
 
 NO_HTTP = {"metrics_addr": "0", "health_addr": "0"}
@@ -48,12 +49,12 @@ async def test_stop_cancels_in_flight_reconciles_at_once() -> None:
     clock = FakeClock()
     _, mgr, ctrl, rec = build(clock)
     run = asyncio.create_task(mgr.run(handle_signals=False))
-    await asyncio.sleep(0.01)
     ctrl.queue.add(Request("ns", "a"))
     ctrl.queue.add(Request("ns", "b"))
-    await asyncio.wait_for(rec.started.wait(), 1)
+    await until(rec.started.is_set, what="reconcile of a started")
     mgr.stop()
-    assert await asyncio.wait_for(run, 1) == 0  # the fake clock never moved: no grace period waited
+    await until(run.done, what="manager stopped")  # the fake clock never moved: no grace period waited
+    assert run.result() == 0
     assert rec.finished == 0 and rec.cancelled == 1  # b was queued, not started: dropped
 
 
@@ -76,28 +77,29 @@ async def test_grace_period_bounds_the_cleanup_of_cancelled_reconciles() -> None
     rec = Stubborn()
     ctrl.reconciler = rec
     run = asyncio.create_task(mgr.run(handle_signals=False))
-    await asyncio.sleep(0.01)
     ctrl.queue.add(Request("ns", "a"))
-    await asyncio.wait_for(rec.started.wait(), 1)
+    await until(rec.started.is_set, what="reconcile started")
+    assert clock.pending_sleepers == 0
     mgr.stop()
-    await asyncio.sleep(0.01)  # let the manager start its grace timer
-    assert rec.cancelled == 1
+    await until(lambda: rec.cancelled == 1 and clock.pending_sleepers == 1, what="cancelled, grace timer started")
     await clock.advance(9)
+    await settle()
     assert not run.done()
     await clock.advance(1)
-    assert await asyncio.wait_for(run, 1) == 0
+    await until(run.done, what="manager stopped at the end of the grace period")
+    assert run.result() == 0
 
 
 async def test_second_stop_skips_the_grace_period() -> None:
     clock = FakeClock()
     _, mgr, ctrl, rec = build(clock, grace=1000)
     run = asyncio.create_task(mgr.run(handle_signals=False))
-    await asyncio.sleep(0.01)
     ctrl.queue.add(Request("ns", "a"))
-    await asyncio.wait_for(rec.started.wait(), 1)
+    await until(rec.started.is_set, what="reconcile started")
     mgr.stop()
     mgr.stop()
-    assert await asyncio.wait_for(run, 1) == 0
+    await until(run.done, what="manager stopped")  # the fake clock never moved
+    assert run.result() == 0
     assert rec.cancelled == 1
 
 
@@ -120,13 +122,13 @@ async def test_workers_start_only_when_leading_and_stop_releases() -> None:
         await clock.advance(2.4)
     assert not mgr.is_leader and not rec.started.is_set()
     await clock.advance(15)
-    await asyncio.sleep(0.01)
-    assert mgr.is_leader
+    await until(lambda: mgr.is_leader, what="lease acquired")
     assert api.objects[("leases", "ns", "lock")]["spec"]["leaseTransitions"] == 4
     rec.gate.set()
-    await asyncio.wait_for(rec.started.wait(), 1)
+    await until(rec.started.is_set, what="reconcile started")
     mgr.stop()
-    assert await asyncio.wait_for(run, 1) == 0
+    await until(run.done, what="manager stopped")
+    assert run.result() == 0
     assert api.objects[("leases", "ns", "lock")]["spec"]["holderIdentity"] == ""
 
 
@@ -138,7 +140,8 @@ async def test_stop_before_leadership_returns_cleanly() -> None:
     run = asyncio.create_task(mgr.run(handle_signals=False))
     await clock.advance(10)
     mgr.stop()
-    assert await asyncio.wait_for(run, 1) == 0
+    await until(run.done, what="manager stopped")
+    assert run.result() == 0
     assert not rec.started.is_set()
 
 
@@ -150,7 +153,9 @@ async def test_a_failing_task_makes_run_return_1() -> None:
         raise RuntimeError("boom")
 
     mgr.add_runnable("broken", broken)
-    assert await asyncio.wait_for(mgr.run(handle_signals=False), 1) == 1
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await until(run.done, what="manager stopped")  # without any time passing
+    assert run.result() == 1
 
 
 def test_bind_addresses() -> None:
@@ -179,10 +184,12 @@ async def test_graceful_stop_flushes_runnables_before_cancelling_them() -> None:
     mgr.add_runnable("sender", forever, flush=flush)
     mgr.add_runnable("stuck", forever, flush=hung_flush)
     run = asyncio.create_task(mgr.run(handle_signals=False))
-    await asyncio.sleep(0.01)
+    await settle()
+    assert not flushed  # flushing is for stopping
     mgr.stop()
-    await asyncio.sleep(0.01)
-    assert flushed == ["events"]
+    await until(lambda: flushed == ["events"] and clock.pending_sleepers == 1, what="flushed, flush timer set")
+    await settle()
     assert not run.done()  # waiting for the stuck flush, at most 5 s
     await clock.advance(5)
-    assert await asyncio.wait_for(run, 1) == 0
+    await until(run.done, what="manager stopped")
+    assert run.result() == 0

@@ -139,3 +139,38 @@ def test_exposition_refuses_names_outside_the_legacy_character_set() -> None:
     Gauge("fine", "ok", ["bad.label"], registry=metrics.registry).labels(**{"bad.label": "x"}).set(1)
     with pytest.raises(ValueError, match=r"bad\.label"):
         metrics.exposition()
+
+
+class _CountingCollector:
+    """A family that counts how often it is collected (the stand-in for the per-Kustomization gotk_* ones)."""
+
+    def __init__(self) -> None:
+        self.collected = 0
+
+    def describe(self) -> list[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        return [GaugeMetricFamily("per_object", "one series per object")]
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.collected += 1
+        family = GaugeMetricFamily("per_object", "one series per object", labels=["name"])
+        family.add_metric(["a"], 1.0)
+        return [family]
+
+
+def test_a_filtered_exposition_does_not_collect_the_other_families() -> None:
+    registry = CollectorRegistry(auto_describe=True)
+    metrics = RuntimeMetrics(clock=FakeClock(), registry=registry)
+    per_object = _CountingCollector()
+    registry.register(per_object)  # type: ignore[arg-type]
+    metrics.controller("kustomization", max_concurrent=4)
+    metrics.reconcile_total.labels(controller="kustomization", result="success").inc()
+    text = metrics.exposition(["controller_runtime_reconcile_total"]).decode()
+    assert per_object.collected == 0
+    assert 'controller_runtime_reconcile_total{controller="kustomization",result="success"} 1.0' in text
+    assert "controller_runtime_reconcile_errors_total" not in text
+    assert "per_object" in metrics.exposition().decode()
+    assert per_object.collected == 1

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.ratelimit import ItemExponentialRateLimiter
 from kustomize_controller.runtime.workqueue import QueueShutDown, WorkQueue
+from tests.unit.loop import complete
 
 KEYS = st.sampled_from(["a", "b", "c", "d"])
 OPS = st.lists(
@@ -22,7 +23,7 @@ OPS = st.lists(
 
 
 async def _get_now(q: WorkQueue[str]) -> str:
-    return await asyncio.wait_for(q.get(), 1)
+    return await complete(q.get())
 
 
 async def _scenario(ops: list[tuple]) -> None:
@@ -122,7 +123,7 @@ async def test_cancelled_getter_passes_its_wakeup_on() -> None:
     await asyncio.sleep(0)
     q.add("x")
     t1.cancel()
-    assert await asyncio.wait_for(t2, 1) == "x"
+    assert await complete(t2) == "x"
 
 
 async def test_shutdown_drains_queued_keys_then_raises() -> None:
@@ -165,7 +166,7 @@ async def test_shutdown_with_drain_waits_for_processing() -> None:
     await asyncio.sleep(0)
     assert not drain.done()
     q.done("a")
-    await asyncio.wait_for(drain, 1)
+    await complete(drain)
 
 
 async def test_delayed_adds_become_ready_in_deadline_order() -> None:

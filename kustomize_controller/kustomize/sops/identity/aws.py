@@ -68,7 +68,7 @@ class AwsProvider:
         return self._token(await ControllerChain(self._context).aws_credentials(region=self._region))
 
     async def exchange(self, kube_token: str, service_account: Mapping[str, Any]) -> AwsToken:
-        from kustomize_controller.kustomize.sops.keys.aws_credentials import assume_role_with_web_identity
+        from kustomize_controller.kustomize.sops.keys.aws_sts import assume_role_with_web_identity
 
         metadata = service_account.get("metadata") or {}
         session = f"{metadata.get('name', '')}.{metadata.get('namespace', '')}.{self._region}.fluxcd.io"

@@ -25,7 +25,8 @@ from typing import Any
 
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
 from kustomize_controller.kustomize.sops.keys import http, oauth
-from kustomize_controller.kustomize.sops.keys.aws_credentials import ControllerChain, assume_role, endpoint, signed_post
+from kustomize_controller.kustomize.sops.keys.aws_credentials import ControllerChain
+from kustomize_controller.kustomize.sops.keys.aws_sts import assume_role, endpoint, signed_post
 from kustomize_controller.kustomize.sops.keys.credentials import KeyServiceContext
 from kustomize_controller.kustomize.sops.metadata import MasterKey
 

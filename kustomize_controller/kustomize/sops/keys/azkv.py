@@ -67,7 +67,8 @@ def _loopback(url: str) -> bool:
         return host == "localhost"
 
 
-def _response_error(method: str, url: str, answer: http.Response) -> str:
+def _response_error(method: str, url: str, answer: http.Response, sent: tuple[str, ...] = ()) -> str:
+    """The answer as azure-sdk-for-go shows it; ``sent``: the request's secrets, scrubbed from the body."""
     doc = oauth.parse_json(answer.body)
     error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
     code = str(error.get("code") or "") if isinstance(error, dict) else ""
@@ -83,7 +84,7 @@ def _response_error(method: str, url: str, answer: http.Response) -> str:
     elif answer.body:
         lines.append(answer.text()[:500])
     lines.append(_RULE)
-    return "\n".join(lines)
+    return http.scrub("\n".join(lines), sent)
 
 
 async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
@@ -115,7 +116,7 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
     except SopsKeyError as err:
         raise SopsKeyError(f"{prefix}: {err}") from None
     if answer.status != 200:
-        raise SopsKeyError(f"{prefix}: {_response_error('POST', url, answer)}")
+        raise SopsKeyError(f"{prefix}: {_response_error('POST', url, answer, (token.token,))}")
     value = oauth.parse_json(answer.body).get("value")
     try:
         return _b64url_decode(str(value)) if isinstance(value, str) else b""

@@ -29,7 +29,7 @@ import codecs
 import contextlib
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -87,7 +87,7 @@ async def _assert(credential: ClientCertificate | WorkloadIdentity, assertion: s
 class ClientSecret:
     tenant_id: str
     client_id: str
-    secret: str
+    secret: str = field(repr=False)
     authority: str
     context: KeyServiceContext
 
@@ -108,7 +108,7 @@ class ClientSecret:
 class ClientCertificate:
     tenant_id: str
     client_id: str
-    key_pem: str
+    key_pem: str = field(repr=False)
     chain_der: tuple[bytes, ...]  # the leaf first
     send_chain: bool
     authority: str

@@ -23,7 +23,7 @@ Contract:
   give from the object-level set when a ServiceAccount is chosen.
 - Exchanges that turn a token into credentials take the token as an argument, so a token read
   from a file (controller level) and one from a TokenRequest (object level) share them:
-  ``aws_credentials.assume_role_with_web_identity(token, …)``,
+  ``aws_sts.assume_role_with_web_identity(token, …)``,
   ``azure_credentials.client_assertion_token(assertion, …)``,
   ``gcp_credentials.sts_exchange(subject_token, …)``.
 - Object-level sets name whose they are in ``Credentials.identity`` (e.g.
@@ -117,7 +117,7 @@ class KeyServiceContext:
     itself), the clock (request signing, token expiry) and its timeouts."""
 
     credentials: Credentials = field(default_factory=Credentials)
-    environ: Mapping[str, str] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold AWS_SECRET_ACCESS_KEY
     timeout: float = 20.0  # seconds, per network call
     deadline: float = 60.0  # seconds, per master key (every call it needs, credentials included)
     clock: Clock = field(default_factory=RealClock)

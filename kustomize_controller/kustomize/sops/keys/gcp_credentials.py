@@ -35,10 +35,10 @@ import base64
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from typing import Any
 
+from kustomize_controller.api.meta import parse_time
 from kustomize_controller.kustomize.sops.errors import SopsFormatError, SopsKeyError
 from kustomize_controller.kustomize.sops.keys import http, oauth
 from kustomize_controller.kustomize.sops.keys.credentials import (
@@ -58,7 +58,7 @@ METADATA_HOST = "metadata.google.internal"
 @dataclass(frozen=True, slots=True)
 class ServiceAccount:
     email: str
-    private_key: str
+    private_key: str = field(repr=False)
     private_key_id: str
     token_uri: str
     context: KeyServiceContext
@@ -84,8 +84,8 @@ class ServiceAccount:
 @dataclass(frozen=True, slots=True)
 class AuthorizedUser:
     client_id: str
-    client_secret: str
-    refresh_token: str
+    client_secret: str = field(repr=False)
+    refresh_token: str = field(repr=False)
     token_uri: str
     context: KeyServiceContext
     basic_auth: bool = False  # external_account_authorized_user: the client in an Authorization header
@@ -143,7 +143,7 @@ async def impersonate(source: AccessToken, url: str, context: KeyServiceContext)
     token = doc.get("accessToken")
     if not isinstance(token, str) or not token:
         raise CredentialError(f"impersonation at {http.redact_url(url)}: the answer holds no accessToken")
-    return AccessToken(token, _rfc3339(doc.get("expireTime")))
+    return AccessToken(token, parse_time(doc.get("expireTime")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +151,7 @@ class ExternalAccount:
     audience: str
     subject_token_type: str
     token_url: str
-    source: Mapping[str, Any]
+    source: Mapping[str, Any] = field(repr=False)  # may name headers or files holding tokens
     impersonation_url: str
     context: KeyServiceContext
 
@@ -334,11 +334,3 @@ class ControllerADC:
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
-
-def _rfc3339(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -72,7 +72,7 @@ async def decrypt_data_key(key: MasterKey, context: KeyServiceContext) -> bytes:
         found = doc.get("error")
         error: dict[str, object] = found if isinstance(found, dict) else {}
         code = grpc_code(str(error.get("status") or ""))
-        message = str(error.get("message") or answer.text()[:200])
+        message = http.scrub(str(error.get("message") or answer.text()[:200]), (token.token,))
         raise SopsKeyError(f"{PREFIX}: rpc error: code = {code} desc = {message}")
     try:
         return base64.b64decode(str(doc["plaintext"]), validate=True)

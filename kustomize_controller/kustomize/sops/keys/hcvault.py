@@ -66,11 +66,11 @@ class VaultClientConfig:
     namespace: str = ""
     ssl: ssl.SSLContext | bool = True
     server_hostname: str | None = None
-    env_token: str = ""
+    env_token: str = field(default="", repr=False)  # VAULT_TOKEN
     token_file: Path | None = None
     allowlist: str = "all"
     # HTTPS_PROXY/HTTP_PROXY/NO_PROXY (the Go client's http.ProxyFromEnvironment)
-    proxy_env: Mapping[str, str] = field(default_factory=dict)
+    proxy_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # a proxy URL may hold a password
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, home: Path | None = None) -> VaultClientConfig:
@@ -139,6 +139,10 @@ def _join(*parts: str) -> str:
     return posixpath.normpath(joined) if joined else ""
 
 
+#: the body fields of a Vault request that carry a secret (a login's JWT, an AppRole secret_id, …)
+_SECRET_BODY_FIELDS = frozenset({"jwt", "secret_id", "password", "token"})
+
+
 class VaultRequestError(Exception):
     """The Go client's error text for one request (``ResponseError`` or a transport failure)."""
 
@@ -157,7 +161,7 @@ async def vault_write(
     import aiohttp
     from yarl import URL
 
-    from kustomize_controller.kustomize.sops.keys.http import proxy_for
+    from kustomize_controller.kustomize.sops.keys.http import proxy_for, scrub
 
     base = URL(address)
     url = base.with_path("/" + _join(base.path.strip("/"), "v1", path.lstrip("/")))
@@ -185,7 +189,9 @@ async def vault_write(
     if not (200 <= status < 400 or status == 429):
         if status == 404 and not raw.strip():
             return None
-        raise VaultRequestError(_response_error(url, status, raw))
+        # an answer that echoes the request must not carry the token or a login's secret into a message
+        sent = [token, *(str(v) for k, v in body.items() if k in _SECRET_BODY_FIELDS)]
+        raise VaultRequestError(scrub(_response_error(url, status, raw), sent))
     if not raw.strip():
         return None
     try:

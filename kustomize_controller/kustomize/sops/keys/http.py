@@ -11,6 +11,8 @@ Contract:
 - Transport failures and timeouts raise :class:`TransportError` whose message names the method
   and the URL without its query (``<METHOD> <scheme://host/path>: <reason>``); request bodies and
   headers (credentials) never appear in a message.
+- :func:`scrub` takes the secrets a request sent out of text quoted from its answer (an error body
+  that echoes the request must not carry a token into a status or a log).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 import aiohttp
 
@@ -41,6 +43,14 @@ class Response:
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every non-empty secret of ``secrets`` (and its form-encoded spelling) replaced."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        for spelling in {secret, quote_plus(secret), quote(secret, safe="")}:
+            text = text.replace(spelling, "[redacted]")
+    return text
 
 
 def redact_url(url: str) -> str:

@@ -23,6 +23,10 @@ from kustomize_controller.kustomize.sops.keys import http
 from kustomize_controller.kustomize.sops.keys.credentials import AccessToken, CredentialError
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+#: the form fields of a token request that carry a secret (scrubbed from an answer quoted in an error)
+SECRET_FIELDS = frozenset({
+    "client_secret", "client_assertion", "assertion", "refresh_token", "subject_token", "actor_token", "password",
+})
 
 
 def b64url(data: bytes) -> str:
@@ -82,7 +86,9 @@ async def token_request(
     )
     doc = parse_json(answer.body)
     if not 200 <= answer.status < 300:
-        reason = describe_error(doc, answer.text()[:200])
+        sent = [v for k, v in form.items() if k in SECRET_FIELDS] + [v for k, v in (headers or {}).items()
+                                                                      if k.lower() == "authorization"]
+        reason = http.scrub(describe_error(doc, answer.text()[:200]), sent)
         raise CredentialError(f"token request to {http.redact_url(url)} answered {answer.status}: {reason}")
     token = doc.get("access_token")
     if not isinstance(token, str) or not token:

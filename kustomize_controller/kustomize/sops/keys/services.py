@@ -86,7 +86,13 @@ class KeyServices:
         if _running_loop() is loop:
             _close(awaitable)
             raise SopsKeyError(f"{provider}: key services cannot be called on the event loop thread")
-        future = asyncio.run_coroutine_threadsafe(bounded(), loop)
+        request = bounded()
+        try:
+            future = asyncio.run_coroutine_threadsafe(request, loop)
+        except RuntimeError:  # the loop closed since is_closed() above: the controller has stopped
+            request.close()
+            _close(awaitable)
+            raise SopsKeyError(f"{provider}: the request was cancelled (the controller is stopping)") from None
         try:
             # wait_for above answers first; this only guards against a loop that stopped
             return future.result(deadline + 5.0)

@@ -14,7 +14,7 @@ import yaml
 
 from kustomize_controller.kustomize.sops import SopsDecryptor, SopsError, SopsFormatError, SopsKeyError
 from kustomize_controller.kustomize.sops.formats import Format
-from kustomize_controller.kustomize.sops.keys import aws_credentials, awskms
+from kustomize_controller.kustomize.sops.keys import aws_credentials, aws_sts, awskms
 from kustomize_controller.kustomize.sops.keys.aws_sigv4 import sign
 from kustomize_controller.kustomize.sops.keys.credentials import AwsCredentials, KeyServiceContext
 
@@ -289,12 +289,12 @@ def test_invalid_arn() -> None:
 
 def test_endpoints() -> None:
     env = {"AWS_ENDPOINT_URL": "http://all:1", "AWS_ENDPOINT_URL_KMS": "http://kms:2/"}
-    assert aws_credentials.endpoint("kms", "eu-west-1", env) == "http://kms:2/"
-    assert aws_credentials.endpoint("sts", "eu-west-1", env) == "http://all:1/"
-    assert aws_credentials.endpoint("sts", "eu-west-1", {**env, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"}) == (
+    assert aws_sts.endpoint("kms", "eu-west-1", env) == "http://kms:2/"
+    assert aws_sts.endpoint("sts", "eu-west-1", env) == "http://all:1/"
+    assert aws_sts.endpoint("sts", "eu-west-1", {**env, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"}) == (
         "https://sts.eu-west-1.amazonaws.com/"
     )
-    assert aws_credentials.endpoint("kms", "cn-north-1", {}) == "https://kms.cn-north-1.amazonaws.com.cn/"
+    assert aws_sts.endpoint("kms", "cn-north-1", {}) == "https://kms.cn-north-1.amazonaws.com.cn/"
 
 
 def test_session_name_is_sanitised_like_sops() -> None:

@@ -302,3 +302,39 @@ async def test_controller_level_kubernetes_auth_through_workload_identity(vault:
     assert await decrypt_data_key(vault_key(vault), context) == DATA_KEY
     assert api.token_requests == [("flux-system/kustomize-controller", [vault.url])]
     assert vault.requests[0].body["role"] == "flux-system_kustomize-controller"
+
+
+def test_no_token_or_proxy_password_in_the_repr_of_the_client_config(tmp_path: Path) -> None:
+    config = VaultClientConfig.from_env(
+        {"VAULT_TOKEN": "hvs.ENVTOKEN", "HTTPS_PROXY": "http://user:PR0XYPASS@proxy:3128"}, home=tmp_path)
+    assert config.env_token == "hvs.ENVTOKEN"
+    assert "ENVTOKEN" not in repr(config) and "PR0XYPASS" not in repr(config)
+    assert "ROOTTOKEN" not in repr(StaticVaultToken("ROOTTOKEN"))
+
+
+async def test_an_answer_that_echoes_the_request_carries_no_token_or_jwt_into_an_error() -> None:
+    from aiohttp import web
+
+    from kustomize_controller.kustomize.sops.keys.hcvault import VaultRequestError, vault_write
+
+    from .loopback import serve
+
+    async def echo(request: web.Request) -> web.Response:
+        echoed = f"{await request.text()} {request.headers.get('X-Vault-Token', '')}"
+        return web.json_response({"errors": [echoed]}, status=400)
+
+    app = web.Application()
+    app.router.add_put("/{tail:.*}", echo)
+    runner, url = await serve(app)
+    try:
+        with pytest.raises(VaultRequestError) as login:
+            await vault_write(VaultClientConfig(), address=url, path="auth/k8s/login",
+                              body={"role": "r", "jwt": "eyJ.KUBEJWT.sig"}, token="")
+        with pytest.raises(VaultRequestError) as decrypt:
+            await vault_write(VaultClientConfig(), address=url, path="sops/decrypt/k",
+                              body={"ciphertext": "vault:v1:x"}, token="hvs.S3CRETTOKEN")
+    finally:
+        await runner.cleanup()
+    shown = f"{login.value}\n{decrypt.value}"
+    assert "[redacted]" in str(login.value) and "[redacted]" in str(decrypt.value)
+    assert "KUBEJWT" not in shown and "S3CRETTOKEN" not in shown and "vault:v1:x" in shown

@@ -234,3 +234,51 @@ def test_proxy_from_the_environment_as_go(url: str, environ: dict, expected: str
     from kustomize_controller.kustomize.sops.keys.http import proxy_for
 
     assert proxy_for(url, environ) == expected
+
+
+def test_no_secret_in_the_repr_of_any_parsed_credential() -> None:
+    """A credential object or its context that reaches a log line or an error by ``repr`` shows no secret."""
+    import json
+
+    from kustomize_controller.kustomize.sops.keys import azure_credentials, gcp_credentials
+
+    context = KeyServiceContext(environ={"AWS_SECRET_ACCESS_KEY": "ENV-SECRET", "AWS_SESSION_TOKEN": "ENV-TOKEN"})
+    azure = azure_credentials.parse_static(b"tenantId: t\nclientId: c\nclientSecret: AZ-SECRET\n", context)
+    user = gcp_credentials.parse_static(json.dumps({
+        "type": "authorized_user", "client_id": "c", "client_secret": "G-SECRET", "refresh_token": "G-REFRESH",
+    }).encode(), context)
+    external = gcp_credentials.parse_static(json.dumps({
+        "type": "external_account", "audience": "a", "subject_token_type": "t", "token_url": "https://sts/",
+        "credential_source": {"url": "http://m/", "headers": {"Authorization": "Bearer G-HEADER"}},
+    }).encode(), context)
+    shown = " ".join(repr(x) for x in (context, azure, azure.azure, user.gcp, external.gcp))
+    for secret in ("ENV-SECRET", "ENV-TOKEN", "AZ-SECRET", "G-SECRET", "G-REFRESH", "G-HEADER"):
+        assert secret not in shown
+
+
+def test_a_loop_closing_under_the_bridge_fails_the_key_and_leaks_no_coroutine(fake_service: list) -> None:
+    """The controller's loop closes between the bridge's check and its hand-off (shutdown): the key fails
+    with a SopsKeyError (not a RuntimeError the build would report as a bug) and no coroutine is left
+    never awaited."""
+    import gc
+    import warnings
+
+    class ClosingLoop(asyncio.SelectorEventLoop):
+        racing = True
+
+        def is_closed(self) -> bool:
+            return not self.racing and super().is_closed()  # as when the check ran just before the close
+
+    loop = ClosingLoop()
+    loop.close()
+    ring = KeyRing.from_secret_data({}, loop=loop)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with pytest.raises(SopsKeyError) as info:
+                ring.data_key(parse_metadata(_meta("good")))
+        finally:
+            loop.racing = False
+        gc.collect()
+    assert "the request was cancelled" in flat(str(info.value))
+    assert not [w for w in caught if "never awaited" in str(w.message)]

@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[4]
 KEY_MODULES = (
     "awskms",
     "aws_credentials",
+    "aws_sts",
     "aws_sigv4",
     "gcpkms",
     "gcp_credentials",

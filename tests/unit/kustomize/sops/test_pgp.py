@@ -125,3 +125,35 @@ def test_a_hanging_gpg_is_stopped_by_the_timeout(tmp_path: Path, monkeypatch: py
             ring.decrypt_data_key("-----BEGIN PGP MESSAGE-----", "FP")
     finally:
         ring.close()
+
+
+async def test_closing_the_keyring_stops_a_gpg_still_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconcile cancelled during its decryption closes its keyring while a worker thread still waits
+    for gpg: close() kills and reaps that gpg before it removes the home, and no later call of the
+    abandoned thread starts another."""
+    import asyncio
+
+    from kustomize_controller.kustomize.sops.keys.pgp import GnuPGKeyring
+    from tests.child_leaks import assert_nothing_left, children
+
+    started = tmp_path / "started"
+    fake = tmp_path / "bin" / "gpg"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ.get('PATH', '')}")
+    before = children()
+    ring = GnuPGKeyring({"k.asc": fixture("keys/pgp.asc")})
+    work = asyncio.ensure_future(asyncio.to_thread(ring.decrypt_data_key, "-----BEGIN PGP MESSAGE-----", "FP"))
+    while not started.exists():
+        await asyncio.wait([work], timeout=0.01)
+    home = ring.home
+    ring.close()
+    assert children() - before == set()
+    assert home is not None and not Path(home).exists()  # noqa: ASYNC240
+    with pytest.raises(SopsKeyError, match="gpg was stopped: the keyring was closed"):
+        await work
+    with pytest.raises(SopsKeyError, match="gpg was stopped"):
+        await asyncio.to_thread(ring.decrypt_data_key, "-----BEGIN PGP MESSAGE-----", "FP")
+    assert ring.home is None
+    assert_nothing_left(before)

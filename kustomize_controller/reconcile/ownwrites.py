@@ -1,0 +1,87 @@
+"""Read your own writes: never reconcile from a cached Kustomization older than the controller's own last
+write to it.
+
+The reconciler reads the Kustomization from the informer cache, which trails the API server by however
+long the watch takes to deliver — after an API server fail-over (a lagging watch cache) or a watch that
+ended and is being re-established (relist after 410), that can be seconds and several writes. Acting on
+such a copy goes wrong in ways a retry does not repair: the previous inventory in its status is older
+than the one last written, so a new revision prunes against the wrong set (an object removed from the
+source stays, orphaned, while the new inventory no longer lists it), and the status merge patch is
+computed against an outdated base. Found by the fault-injection tests (``tests/integration/faults``,
+``expire@2`` of the ``revision`` scenario).
+
+Contract: ``OwnWrites`` remembers, per Kustomization, the resourceVersion of the controller's last
+successful write to it (status or finalizers). ``fresh(cached)`` returns the cached object when it is that
+version (the cache has caught up) or when nothing was written since the controller started (a fresh
+informer's list is a consistent read), and otherwise reads it from the API server (one GET; resource
+versions are opaque, so a cache that is *ahead* also costs that GET once). The record is forgotten when
+the object is gone. Bounded by the number of Kustomizations written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from kustomize_controller.kube.client import PatchType
+from kustomize_controller.reconcile.status import Patcher
+
+Key = tuple[str, str]  # (namespace, name)
+LiveRead = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class OwnWrites:
+    def __init__(self, read_live: LiveRead) -> None:
+        self._read_live = read_live
+        self._written: dict[Key, str] = {}
+
+    def record(self, written: Mapping[str, Any]) -> None:
+        """``written`` is the API server's answer to a write of ours."""
+        version = _version(written)
+        if version:
+            self._written[_key(written)] = version
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._written.pop((namespace, name), None)
+
+    async def fresh(self, cached: dict[str, Any]) -> dict[str, Any] | None:
+        """``cached``, or the live object when the cache has not shown our last write yet (None: gone)."""
+        key = _key(cached)
+        expected = self._written.get(key)
+        if expected is None or expected == _version(cached):
+            return cached
+        live = await self._read_live(*key)
+        if live is None:
+            self._written.pop(key, None)
+        else:
+            self._written[key] = _version(live)  # includes our writes: the cache is good once it shows this
+        return live
+
+    def patcher(self, client: Patcher) -> RecordingPatcher:
+        return RecordingPatcher(client, self)
+
+
+class RecordingPatcher:
+    """A ``status.Patcher`` that records what each patch answered."""
+
+    def __init__(self, client: Patcher, writes: OwnWrites) -> None:
+        self._client = client
+        self._writes = writes
+
+    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Any, *,
+                    patch_type: PatchType, field_manager: str | None = None,
+                    subresource: str | None = None) -> dict[str, Any]:
+        written = await self._client.patch(api_version, kind, name, namespace, body,
+                                                           patch_type=patch_type, field_manager=field_manager,
+                                                           subresource=subresource)
+        self._writes.record(written)
+        return written

@@ -1,0 +1,263 @@
+"""Run a scenario fault-free, then again with one fault at each chosen point, and compare end states.
+
+A *scenario* is what a user does (publish revisions, create, edit or delete Kustomizations, mark a
+workload ready) with a wait for the controller between steps; it runs in a namespace of its own, so that
+one embedded server hosts the fault-free recording and every faulty run of a test, one after the other.
+Its first controller runs as user ``<run>-1`` and carries the fault (``server.client_faults``):
+
+- ``crash@k``: SIGKILL right after its k-th write (Leases and Events not counted: their timing is the
+  clock's). The server stores the write, aborts every connection of that user and drops all it sends from
+  then on; the controller task is cancelled (what its clean-up code sends is dropped: no status written,
+  no lease released). A fresh controller (user ``<run>-2``) starts at once, as a restarted pod, unless the
+  scenario has a standby that takes the lease over instead.
+- ``close@i`` / ``expire@i``: the i-th watch event sent to it is not delivered; the stream ends cleanly
+  there (re-watch) or with 410 Expired (relist) — see ``clientfaults.py``.
+- ``lag@n``: its Kustomization watch is served by a cache ``n`` writes behind (each event held until ``n``
+  more writes or ``LAG_SECONDS``), its ``resourceVersion=0`` reads of them answered ``n`` writes in the past.
+
+Points: the fault-free run counts the writes (W) and events (E) of its controller; every k in 1..W and
+every i in 1..E with ``FAULTS_EXHAUSTIVE=1``, otherwise a sample drawn with a seed made of the scenario
+and fault names (the same points on every run). ``FAULTS_REPORT=<file>`` appends one JSON line per test
+with what was tried and found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.controller.conftest import ControllerEnv, Instance
+from tests.integration.faults.oracle import KINDS, State, differences, end_state
+
+EXHAUSTIVE = os.environ.get("FAULTS_EXHAUSTIVE", "") not in ("", "0")
+FAULT_KINDS = ("crash", "close", "expire", "lag")
+# points sampled per fault kind in CI (every point with FAULTS_EXHAUSTIVE=1)
+SAMPLE = {"crash": 3, "close": 1, "expire": 1, "lag": 1}
+LAGS = (1, 2, 3, 5)
+LAG_SECONDS = 2.0
+# the watch cache that lags: the Kustomizations' (a real server has one per resource, each lagging on its
+# own); the controller's own status writes then reach it late while the sources it reacts to are current
+LAGGING = frozenset({"kustomizations"})
+CONVERGE_WITHIN = 45.0
+# a test's timeout: exhaustive runs are long by design
+TIMEOUT = 3600 if EXHAUSTIVE else 120
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    drive: Callable[[ScenarioRun], Awaitable[None]]
+    kinds: tuple[tuple[str, str], ...] = KINDS
+    # a second controller started with the first, taking the lease over when the first dies
+    standby: bool = False
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    # facts about state outside the namespace's objects (keys "@..."), compared with the end state
+    extra: Callable[[ScenarioRun], Awaitable[State]] | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # none, crash, close, expire, lag
+    at: int = 0
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "none" else f"{self.kind}@{self.at}"
+
+
+@dataclass
+class Recording:
+    state: State
+    writes: int
+    events: int
+
+
+class ScenarioRun:
+    """One run of a scenario in its namespace; ``env`` is scoped to it, ``start()`` starts its controllers."""
+
+    def __init__(self, env: ControllerEnv, scenario: Scenario, fault: Fault, name: str, directory: Path) -> None:
+        self.env = env
+        self.scenario = scenario
+        self.fault = fault
+        self.name = name
+        self._directory = directory
+        self.instances: list[Instance] = []
+        self.crashed = False
+        self._killed: Instance | None = None
+
+    @property
+    def first_user(self) -> str:
+        return f"{self.name}-1"
+
+    async def start(self, **overrides: Any) -> None:
+        self._overrides = {**self.scenario.settings, **overrides}
+        first = self._instance()
+        faults = self.env.server.client_faults
+        kind, at = self.fault.kind, self.fault.at
+        if kind == "crash":
+            faults.crash_after(first.user, writes=at, on_crash=lambda: self._crash(first))
+        elif kind in ("close", "expire"):
+            faults.drop_event(first.user, index=at, then="close" if kind == "close" else "expire")
+        elif kind == "lag":
+            faults.lag(first.user, writes=at, seconds=LAG_SECONDS, resources=LAGGING)
+        else:
+            faults.watch(first.user)
+        first.start()
+        if self.scenario.standby:
+            if self._overrides.get("enable_leader_election"):
+                await first.wait_leader()
+            self._instance().start()
+
+    def _instance(self) -> Instance:
+        instance = self.env.instance(f"{self.name}-{len(self.instances) + 1}", self._directory, **self._overrides)
+        self.instances.append(instance)
+        return instance
+
+    def _crash(self, instance: Instance) -> None:
+        """Called by the server right after the fatal write: the process is gone (SIGKILL)."""
+        self.crashed = True
+        self._killed = instance
+        assert instance.task is not None
+        instance.task.cancel()
+        if not self.scenario.standby:
+            self._instance().start()  # the pod restarts
+
+    async def stop(self) -> None:
+        """Stop the live controllers gracefully; wait for the killed one to unwind."""
+        for instance in self.instances:
+            if instance is not self._killed:
+                await instance.stop()
+        for instance in self.instances:
+            await instance.kill()
+
+    async def state(self) -> State:
+        state = await end_state(self.env, self.scenario.kinds)
+        if self.scenario.extra is not None:
+            state.update(await self.scenario.extra(self))
+        return state
+
+
+class Explorer:
+    """The runs of one test: a fault-free recording (shared by the module's tests through ``recordings``),
+    then one run per chosen point."""
+
+    def __init__(self, env: ControllerEnv, scenario: Scenario, directory: Path,
+                 recordings: dict[str, Recording]) -> None:
+        self.env = env
+        self.scenario = scenario
+        self.directory = directory
+        self.recordings = recordings
+        self._runs = 0
+
+    async def run(self, fault: Fault) -> tuple[ScenarioRun, list[str]]:
+        """One run with ``fault``; returns it with the differences from the recording (none for the
+        recording itself)."""
+        self._runs += 1
+        name = f"r{self._runs}"
+        run = ScenarioRun(await self.env.in_namespace(name), self.scenario, fault, name, self.directory)
+        try:
+            try:
+                await self.scenario.drive(run)
+            except AssertionError as err:  # a step the faulty run never got to is a divergence too
+                if fault.kind == "none":
+                    raise
+                return run, [f"a step did not complete: {err}"]
+            if fault.kind == "none":  # the recording: its end state, taken while its controller runs
+                stats = self.env.server.client_faults.stats(run.first_user)
+                self.recordings[self.scenario.name] = Recording(state=await run.state(), writes=stats.writes,
+                                                                events=stats.events)
+                return run, []
+            return run, await self._converged(run)
+        finally:
+            await run.stop()
+
+    async def _converged(self, run: ScenarioRun) -> list[str]:
+        """Poll until the run's end state equals the recording's; what still differs at the deadline (a
+        bound on convergence, not a performance assertion)."""
+        expected = self.recordings[self.scenario.name].state
+        deadline = asyncio.get_running_loop().time() + CONVERGE_WITHIN
+        while True:
+            diff = differences(expected, await run.state())
+            if not diff or asyncio.get_running_loop().time() >= deadline:
+                return diff
+            await asyncio.sleep(0.2)
+
+    async def recording(self) -> Recording:
+        known = self.recordings.get(self.scenario.name)
+        if known is not None:
+            return known
+        await self.run(Fault("none"))
+        return self.recordings[self.scenario.name]
+
+    def points(self, kind: str, recording: Recording) -> list[int]:
+        if kind == "lag":
+            universe = list(LAGS)
+        else:
+            universe = list(range(1, (recording.writes if kind == "crash" else recording.events) + 1))
+        if EXHAUSTIVE or len(universe) <= SAMPLE[kind]:
+            return universe
+        return sorted(random.Random(f"{self.scenario.name}/{kind}").sample(universe, SAMPLE[kind]))
+
+    async def explore(self, kind: str) -> None:
+        """Every chosen point of ``kind`` must end in the recorded state; raises listing those that do not."""
+        recording = await self.recording()
+        found: dict[str, list[str]] = {}
+        tried: list[str] = []
+        stats: dict[str, int] = {"held": 0, "stale_reads": 0, "not_reached": 0}
+        for at in self.points(kind, recording):
+            fault = Fault(kind, at)
+            run, diff = await self.run(fault)
+            tried.append(str(fault))
+            got = self.env.server.client_faults.stats(run.first_user)
+            stats["held"] += got.held
+            stats["stale_reads"] += got.stale_reads
+            if (kind == "crash" and not run.crashed) or (kind in ("close", "expire") and not got.dropped):
+                stats["not_reached"] += 1
+            if diff:
+                found[str(fault)] = diff
+        _report({"scenario": self.scenario.name, "kind": kind, "writes": recording.writes,
+                 "events": recording.events, "tried": tried, "failed": sorted(found), **stats})
+        assert not found, "\n".join(f"{fault}:\n  " + "\n  ".join(lines) for fault, lines in found.items())
+
+
+def _report(entry: dict[str, Any]) -> None:
+    path = os.environ.get("FAULTS_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(entry) + "\n")
+
+
+def fault_tests(*scenarios: Scenario) -> Callable[..., Awaitable[None]]:
+    """The test of a module: every fault kind for each of ``scenarios``, one fault-free recording per
+    scenario for the module (xdist's ``--dist loadfile`` keeps a module on one worker: spread scenarios
+    over modules to spread the time)."""
+    recordings: dict[str, Recording] = {}
+
+    @pytest.mark.integration
+    @pytest.mark.timeout(TIMEOUT)
+    @pytest.mark.parametrize("kind", FAULT_KINDS)
+    @pytest.mark.parametrize("scenario", scenarios, ids=str)
+    async def test_end_state_survives_faults(env: ControllerEnv, scenario: Scenario, kind: str,
+                                             tmp_path: Path) -> None:
+        await Explorer(env, scenario, tmp_path, recordings).explore(kind)
+
+    return test_end_state_survives_faults
+
+
+async def until(check: Callable[[], Awaitable[bool]], *, within: float = 45.0, what: str = "condition") -> None:
+    """Poll ``check`` (a bounded wait of a scenario step)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"{what}: not reached within {within:.0f} s")
+        await asyncio.sleep(0.1)

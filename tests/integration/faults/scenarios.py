@@ -1,0 +1,199 @@
+"""The scenarios of the fault-injection tests: what a user does, step by step, with a bounded wait for the
+controller between steps. Each runs in its own namespace (``run.env``) and starts its controller(s) with
+``run.start()``. Waits tolerate a crash in between: a restarted controller must get there too."""
+
+from __future__ import annotations
+
+import base64
+from datetime import timedelta
+from typing import Any
+
+from kustomize_controller.api.drift import DRIFT_DETECTION_ANNOTATION
+from kustomize_controller.conversion.webhook import SECRET_NAME
+from kustomize_controller.kube.errors import AlreadyExistsError, KubeError, NotFoundError
+from tests.integration.controller.conftest import condition
+from tests.integration.controller.manifests import configmap, deployment, kustomization
+from tests.integration.controller.test_sops import SOPS_DATA
+from tests.integration.faults.harness import Scenario, ScenarioRun, until
+from tests.integration.faults.oracle import KINDS, State
+
+GROUP = "kustomize.toolkit.fluxcd.io"
+V1BETA2 = f"{GROUP}/v1beta2"
+RECONCILED = "t-1"  # the requestedAt token of scenarios that ask for a reconcile (a fixed value: compared)
+
+
+async def create(run: ScenarioRun) -> None:
+    env = run.env
+    artifact = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b", {"x": "1"}),
+                                  "web.yaml": deployment("web")})
+    await run.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    await env.wait_ready(revision=artifact["revision"])
+
+
+async def revision(run: ScenarioRun) -> None:
+    env = run.env
+    first = await env.publish({"a.yaml": configmap("a", {"v": "1"}), "b.yaml": configmap("b"),
+                               "web.yaml": deployment("web")})
+    await run.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    await env.wait_ready(revision=first["revision"])
+    second = await env.publish({"a.yaml": configmap("a", {"v": "2"}), "c.yaml": configmap("c"),
+                                "web.yaml": deployment("web", image="nginx:1.28")})
+    await env.wait_ready(revision=second["revision"])
+
+
+def deletion(policy: str) -> Scenario:
+    async def drive(run: ScenarioRun) -> None:
+        env = run.env
+        artifact = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+        await run.start()
+        await env.create(env.kustomization(targetNamespace=env.namespace, deletionPolicy=policy))
+        await env.wait_ready(revision=artifact["revision"])
+        await env.delete_ks()
+        await env.wait_gone(within=45)
+
+    return Scenario(f"delete-{policy.lower()}", drive)
+
+
+async def dependencies(run: ScenarioRun) -> None:
+    env = run.env
+    artifact = await env.publish({"a/cm.yaml": configmap("a"), "b/cm.yaml": configmap("b"),
+                                  "c/cm.yaml": configmap("c")})
+    await run.start()
+    ns = env.namespace
+    await env.create(env.kustomization("c", targetNamespace=ns, path="./c", dependsOn=[{"name": "b"}]))
+    await env.create(env.kustomization("b", targetNamespace=ns, path="./b", dependsOn=[{"name": "a"}]))
+    await env.create(env.kustomization("a", targetNamespace=ns, path="./a"))
+    for name in ("a", "b", "c"):
+        await env.wait_ready(name, revision=artifact["revision"], within=45)
+
+
+async def health(run: ScenarioRun) -> None:
+    """A health wait (released from its worker, the default) that ends when the Deployment rolls out."""
+    env = run.env
+    server = env.server
+    server.cluster.simulate_workloads = False  # (an earlier run of the test switched it on)
+    artifact = await env.publish({"web.yaml": deployment("web"), "cm.yaml": configmap("a")})
+    await run.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace, wait=True, timeout="2m"))
+
+    async def waiting() -> bool:
+        return condition(await env.get_ks(), "Ready") == ("Unknown", "Progressing") and \
+            await env.exists("apps/v1", "Deployment", "web")
+
+    await until(waiting, what="health check running")
+    server.cluster.simulate_workloads = True  # the Deployment controller: rolled out, from now on
+    server.resync_workload_status(env.namespace)
+    await env.wait_ready(revision=artifact["revision"])
+
+
+async def drift_warn(run: ScenarioRun) -> None:
+    env = run.env
+    artifact = await env.publish({"kustomization.yaml": kustomization("web.yaml", "cm.yaml"),
+                                  "web.yaml": deployment("web"), "cm.yaml": configmap("settings")})
+    await run.start()
+    ks = env.kustomization(targetNamespace=env.namespace)
+    ks["metadata"]["annotations"] = {DRIFT_DETECTION_ANNOTATION: "warn"}
+    await env.create(ks)
+    await env.wait_ready(revision=artifact["revision"])
+    # a hot-fix, as `kubectl scale` writes it: kept and reported in warn mode
+    await env.client.patch("apps/v1", "Deployment", "web", env.namespace, {"spec": {"replicas": 3}},
+                           patch_type="merge", field_manager="kubectl-scale")
+    await env.request_reconcile(token=RECONCILED)
+    await env.wait_handled(RECONCILED, within=45)
+
+
+async def sops(run: ScenarioRun) -> None:
+    env = run.env
+    key = (SOPS_DATA / "keys" / "age.txt").read_bytes()
+    await env.client.create({"apiVersion": "v1", "kind": "Secret",
+                             "metadata": {"name": "sops-age", "namespace": env.namespace},
+                             "data": {"identity.agekey": base64.b64encode(key).decode()}})
+    artifact = await env.publish({"secret.yaml": (SOPS_DATA / "algorithms" / "age.yaml").read_text(),
+                                  "cm.yaml": configmap("a")})
+    await run.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace, decryption={
+        "provider": "sops", "secretRef": {"name": "sops-age"}}))
+    await env.wait_ready(revision=artifact["revision"])
+
+
+async def handover(run: ScenarioRun) -> None:
+    """Two controllers with leader election; the leader dies (crash runs) in the middle of the rollouts and
+    the standby takes the lease over once it expires."""
+    env = run.env
+    first = await env.publish({"a.yaml": configmap("a", {"v": "1"}), "b.yaml": configmap("b")})
+    await run.start()
+    await env.create(env.kustomization(targetNamespace=env.namespace))
+    await env.wait_ready(revision=first["revision"], within=45)
+    second = await env.publish({"a.yaml": configmap("a", {"v": "2"}), "c.yaml": configmap("c")})
+    await env.wait_ready(revision=second["revision"], within=45)
+
+
+LEADER_ELECTION: dict[str, Any] = {
+    "enable_leader_election": True,
+    "leader_election_lease_duration": timedelta(seconds=3),
+    "leader_election_renew_deadline": timedelta(seconds=2),
+    "leader_election_retry_period": timedelta(milliseconds=200),
+}
+
+CREATE = Scenario("create", create)
+REVISION = Scenario("revision", revision)
+DELETE = deletion("Delete")
+ORPHAN = deletion("Orphan")
+DEPENDENCIES = Scenario("dependencies", dependencies)
+HEALTH = Scenario("health", health)
+DRIFT_WARN = Scenario("drift-warn", drift_warn)
+SOPS = Scenario("sops", sops)
+HANDOVER = Scenario("handover", handover, standby=True, settings=LEADER_ELECTION)
+
+
+
+async def webhook(run: ScenarioRun) -> None:
+    """The conversion webhook issues its certificate and points the CRD at itself; a user creates a
+    Kustomization through v1beta2 (converted by that webhook), retrying while no webhook answers (after
+    a crash, until the restarted controller has pointed the CRD at itself)."""
+    env = run.env
+    artifact = await env.publish({"a.yaml": configmap("a")})
+    await run.start(webhook_addr="127.0.0.1:0", webhook_url="auto")
+    old = {"apiVersion": V1BETA2, "kind": "Kustomization", "metadata": {"name": "app", "namespace": env.namespace},
+           "spec": {"interval": "10m", "prune": True, "validation": "client", "targetNamespace": env.namespace,
+                    "sourceRef": {"kind": "GitRepository", "name": "repo"}}}
+
+    async def created() -> bool:
+        crd = await env.client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"kustomizations.{GROUP}")
+        if crd["spec"].get("conversion", {}).get("strategy") != "Webhook":
+            return False  # not pointed at a webhook yet: the server's own conversion would lose fields
+        try:
+            await env.create(old)
+        except AlreadyExistsError:
+            return True  # an earlier attempt was stored
+        except KubeError:
+            return False  # conversion webhook unreachable
+        return True
+
+    await until(created, what="create through v1beta2")
+    await env.wait_ready(revision=artifact["revision"], within=45)
+
+
+async def webhook_facts(run: ScenarioRun) -> State:
+    """The certificate Secret (its random keys left out), whether the CRD trusts its CA, and whether the
+    Kustomization reads through v1beta2 (the CRD points at a live webhook)."""
+    env = run.env
+    try:
+        secret = await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
+    except NotFoundError:
+        return {"@webhook": None}
+    crd = await env.client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"kustomizations.{GROUP}")
+    config = crd["spec"].get("conversion", {}).get("webhook", {}).get("clientConfig", {})
+    trusted = base64.b64decode(secret["data"]["ca.crt"]) == base64.b64decode(config.get("caBundle", ""))
+    try:
+        readable = (await env.client.get(V1BETA2, "Kustomization", "app", env.namespace))["apiVersion"] == V1BETA2
+    except KubeError:
+        readable = False
+    return {"@webhook": {"type": secret.get("type"), "keys": sorted(secret.get("data") or {}),
+                         "labels": (secret["metadata"].get("labels") or {}), "crd_trusts_ca": trusted,
+                         "v1beta2_readable": readable}}
+
+
+WEBHOOK = Scenario("webhook", webhook, kinds=tuple(k for k in KINDS if k[1] != "Secret"), extra=webhook_facts)

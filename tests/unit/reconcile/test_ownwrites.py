@@ -1,0 +1,65 @@
+"""Read your own writes (``reconcile/ownwrites.py``): a cached copy older than our last write is read again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kustomize_controller.reconcile.ownwrites import OwnWrites
+
+
+def ks(rv: str, name: str = "app") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+class Live:
+    def __init__(self, obj: dict[str, Any] | None) -> None:
+        self.obj = obj
+        self.reads = 0
+
+    async def __call__(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.obj
+
+
+class Client:
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+
+    async def patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.answer
+
+
+async def test_nothing_written_trusts_the_cache() -> None:
+    live = Live(ks("9"))
+    writes = OwnWrites(live)
+    assert await writes.fresh(ks("5")) == ks("5")
+    assert live.reads == 0
+
+
+async def test_a_cache_behind_our_write_is_read_again_then_trusted_once_caught_up() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    await writes.patcher(Client(ks("12"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    assert await writes.fresh(ks("10")) == ks("12")  # the cache missed our write
+    assert await writes.fresh(ks("12")) == ks("12")  # caught up: no further read
+    assert live.reads == 1
+
+
+async def test_gone_forgets() -> None:
+    live = Live(None)
+    writes = OwnWrites(live)
+    writes.record(ks("3"))
+    assert await writes.fresh(ks("2")) is None
+    live.obj = ks("7")
+    assert await writes.fresh(ks("2")) == ks("2")  # nothing recorded any more
+    assert live.reads == 1
+
+
+async def test_each_object_has_its_own_record() -> None:
+    live = Live(ks("4", "other"))
+    writes = OwnWrites(live)
+    writes.record(ks("3"))
+    assert await writes.fresh(ks("1", "other")) == ks("1", "other")
+    writes.forget("ns", "app")
+    assert await writes.fresh(ks("1")) == ks("1")
+    assert live.reads == 0
