@@ -5,7 +5,8 @@ pipeline reads like upstream (``ctx.mark_false(READY, reason, msg)``), and patch
 the one ``StatusPatcher`` that knows what was written last.
 
 Two kinds of write: ``progress()`` publishes an in-flight state (upstream's "Fetching/Building/
-Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set;
+Detecting drift/Running health checks" patches) and is skipped while ``hold_progress`` is set or
+``Ready`` is ``False`` (a failed step's state: the final patch publishes it);
 ``patch()`` always writes (the finalizer, the final status of every exit); ``record(*fields)`` writes
 only the fields named (the inventory recorded before an apply).
 
@@ -99,12 +100,19 @@ class ReconcileContext:
     async def patch(self) -> None:
         await self.patcher.patch(self.ks)
 
+    def _publishes_progress(self) -> bool:
+        """Progress only: a failure (``Ready=False``, set when a step fails) is published by the final
+        patch, once the reconciler decided how to report it. Written by the timer while the failed
+        step's clean-up ran (a checkout's view removed in a worker thread), it showed a reconcile that
+        the reconciler then retried quickly (reconcile/unreachable.py) as ``ReconciliationFailed``."""
+        return not self.hold_progress and not conditions.is_false(self.conditions, READY)
+
     async def record(self, *fields: str) -> None:
         """Write these top-level status fields now, whatever progress is held, in one try; nothing else."""
         await self.patcher.patch_fields(self.ks, fields, attempts=1)
 
     async def progress(self) -> None:
-        if self.hold_progress:
+        if not self._publishes_progress():
             return
         if self.progress_delay > 0 and not self._delay_passed and self.elapsed() < self.progress_delay:
             self._progress_pending = True  # the timer of ``publishing_progress`` writes it if still running
@@ -137,7 +145,7 @@ class ReconcileContext:
         # Not behind another write (the inventory recorded before an apply, with its retries): by the time
         # this one got its turn the state may be a failure, not progress. The next step's progress(), or
         # the final patch, writes what is pending.
-        if self._progress_pending and not self.hold_progress and not self.patcher.busy:
+        if self._progress_pending and self._publishes_progress() and not self.patcher.busy:
             self._progress_pending = False
             try:
                 await self.patcher.patch(self.ks)

@@ -121,3 +121,25 @@ async def test_a_progress_patch_in_flight_when_the_reconcile_ends_is_let_land() 
     client.release.set()
     await done
     assert client.completed == 1
+
+
+async def test_the_timer_never_publishes_a_failure_the_reconciler_has_not_reported_yet() -> None:
+    """A step failed (Ready=False set) and its clean-up was still running when the delay passed: the
+    reconciler may yet retry it quickly (the API server was unreachable), so only the final patch,
+    after its decision, may write how the reconcile ended."""
+    clock, client = FakeClock(), FakeClient()
+    ctx = context(clock, client, delay=2.0)
+    async with ctx.publishing_progress():
+        ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")
+        await ctx.progress()  # held: pending for the timer
+        ctx.mark_false(READY, "ReconciliationFailed", "ConfigMap/ns/a apply failed: Server disconnected")
+        await asyncio.sleep(0)
+        await clock.advance(2.0)  # the failed step's clean-up is still running
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert client.calls == []
+        await ctx.progress()  # after the delay progress is written at once, but not a failure either
+        assert client.calls == []
+        ctx.mark_unknown(READY, "Progressing", "Reconciliation in progress")  # the reconciler's decision
+    await ctx.patch()
+    assert ready_reasons(client) == ["Progressing"]
