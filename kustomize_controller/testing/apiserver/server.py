@@ -15,10 +15,10 @@ Usage::
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
 ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
 and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener, cuts every connection
-it accepted and removes the kubeconfig directory it created. Both are idempotent. ``restart(down_for)`` (or ``go_down()`` then
-``come_back()``) simulates an API server restart: connections refused and every open one cut for a
-while, then the same address serves the same state again. One instance owns all of its state: two servers
-in one process share nothing.
+it accepted and removes the kubeconfig directory it created. Both are idempotent. ``restart(down_for)``
+(or ``go_down()`` then ``come_back()``) simulates an API server restart: connections refused and every
+open one cut for a while, then the same address serves the same state again. One instance owns all of its
+state: two servers in one process share nothing.
 """
 
 from __future__ import annotations
