@@ -14,11 +14,11 @@ Usage::
 
 Lifecycle: ``start()`` binds the port, bootstraps the system namespaces and the ``cluster-admin``
 ClusterRole, makes a throw-away serving certificate (client-go sends bearer tokens only over TLS),
-and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener and removes
-the kubeconfig directory it created. Both are idempotent. ``restart(down_for)`` (or ``go_down()`` then
-``come_back()``) simulates an API server restart: connections refused and every open one cut for a
-while, then the same address serves the same state again. One instance owns all of its state: two servers
-in one process share nothing.
+and writes the kubeconfig; ``stop()`` closes every open watch, stops the listener, cuts every connection
+it accepted and removes the kubeconfig directory it created. Both are idempotent. ``restart(down_for)``
+(or ``go_down()`` then ``come_back()``) simulates an API server restart: connections refused and every
+open one cut for a while, then the same address serves the same state again. One instance owns all of its
+state: two servers in one process share nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from .cluster import Cluster, WallClock
 from .faults import FaultInjector
 from .handlers import Api, ServerOptions
 from .kinds import ResourceType
+from .listener import Listener
 from .requestlog import RequestLog
 from .tls import ServingCert, make_serving_cert
 
@@ -89,6 +90,7 @@ class ApiServer:
             lambda rt, obj: self.faults.check_delete(rt.plural, obj["metadata"].get("namespace", ""),
                                                      obj["metadata"]["name"]))
         self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
         self._tmpdir: str | None = None
         self._tls = tls
@@ -120,25 +122,23 @@ class ApiServer:
     async def _listen(self, port: int) -> int:
         """Serve on ``port`` (0: any free one); returns the port bound."""
         ssl_context = None if self._cert is None else self._cert.server_context()
+        listener = Listener.bind_to(self._host, port)
         runner = web.AppRunner(self._api.app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, port, ssl_context=ssl_context)
         try:
-            await site.start()
+            await runner.setup()
+            await web.SockSite(runner, listener, ssl_context=ssl_context).start()
         except BaseException:
             await runner.cleanup()
+            listener.close()
             raise
-        self._runner = runner
-        server: Any = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self._bound_port = int(sockets[0].getsockname()[1]) if sockets else port
+        self._runner, self._listener = runner, listener
+        self._bound_port = int(listener.getsockname()[1])
         return self._bound_port
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
-            self.cluster.storage.close_all_watchers()
-            await runner.cleanup()
+            await self._shut(runner)
         elif not self._down:
             return
         self._down = False
@@ -159,18 +159,25 @@ class ApiServer:
             raise RuntimeError("ApiServer: not serving")
         self._runner = None
         self._down = True
+        return await self._shut(runner)
+
+    async def _shut(self, runner: web.AppRunner) -> int:
+        """Close the listener and cut every connection it accepted, one still in its TLS handshake included
+        (aiohttp knows a connection only once the handshake is done); returns how many were cut."""
         for site in list(runner.sites):
             await site.stop()  # the listening socket is closed: connecting is refused from now on
         # end every watch first: a handler only notices a cut connection when it next writes
         self.cluster.storage.close_all_watchers()
-        cut = 0
+        listener, self._listener = self._listener, None
+        cut = 0 if listener is None else listener.cut()
         server = runner.server
         for handler in [] if server is None else server.connections:
             transport = handler.transport
             if transport is not None and not transport.is_closing():
-                transport.abort()
-                cut += 1
+                transport.abort()  # at once, not on the handler's next read
         await runner.cleanup()
+        if listener is not None:
+            await listener.wait_closed()
         return cut
 
     async def come_back(self) -> None:
