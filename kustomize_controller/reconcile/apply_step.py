@@ -296,6 +296,9 @@ class ApplyStep:
         else:
             drift_policy = self._detect_only.policy(ctx, digest=result.digest)
         if objects and planned is None:
+            # objects new to the previous inventory are dry-run before they are read (apply/manager.py):
+            # the options are taken before the inventory below lists them
+            options = self._apply_options(ctx, drift_policy)
             intent = with_objects(old_inventory, objects)
             if intent is not None:
                 # Recorded before the first of them can exist: a controller killed during the apply, or
@@ -311,8 +314,6 @@ class ApplyStep:
                     ks.status.inventory = old_inventory
                     self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to record the inventory: {err}")
             try:
-                # objects new to the inventory are dry-run before they are read (apply/manager.py)
-                options = self._apply_options(ctx, drift_policy)
                 change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
                 # what the partial apply wrote stays in the inventory (prunable later); the rest of the

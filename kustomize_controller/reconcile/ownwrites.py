@@ -14,8 +14,10 @@ Contract: ``OwnWrites`` remembers, per Kustomization, the resourceVersion of the
 successful write to it (status or finalizers). ``fresh(cached)`` returns the cached object when it is that
 version (the cache has caught up) or when nothing was written since the controller started (a fresh
 informer's list is a consistent read), and otherwise reads it from the API server (one GET; resource
-versions are opaque, so a cache that is *ahead* also costs that GET once). The record is forgotten when
-the object is gone. Bounded by the number of Kustomizations written.
+versions are opaque, so a cache that is *ahead* also costs that GET once). A write that raised (a timeout,
+a dropped connection: the server may have stored it without us seeing the answer) leaves no version to
+wait for: the next ``fresh`` reads the object from the API server whatever the cache shows. The record
+is forgotten when the object is gone. Bounded by the number of Kustomizations written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kustomize_controller.kube.client import PatchType
 from kustomize_controller.reconcile.status import Patcher
 
 Key = tuple[str, str]  # (namespace, name)
+_UNKNOWN = "\0unknown"  # after a write without an answer: no cached copy matches, the next read is live
 LiveRead = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 
 
@@ -49,6 +52,10 @@ class OwnWrites:
         version = _version(written)
         if version:
             self._written[_key(written)] = version
+
+    def unanswered(self, namespace: str, name: str) -> None:
+        """A write of ours to this object raised: it may be stored, at a version we never saw."""
+        self._written[(namespace, name)] = _UNKNOWN
 
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
@@ -80,8 +87,11 @@ class RecordingPatcher:
     async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Any, *,
                     patch_type: PatchType, field_manager: str | None = None,
                     subresource: str | None = None) -> dict[str, Any]:
-        written = await self._client.patch(api_version, kind, name, namespace, body,
-                                                           patch_type=patch_type, field_manager=field_manager,
-                                                           subresource=subresource)
+        try:
+            written = await self._client.patch(api_version, kind, name, namespace, body, patch_type=patch_type,
+                                               field_manager=field_manager, subresource=subresource)
+        except BaseException:
+            self._writes.unanswered(namespace or "", name)
+            raise
         self._writes.record(written)
         return written

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kustomize_controller.reconcile.ownwrites import OwnWrites
 
 
@@ -63,3 +65,22 @@ async def test_each_object_has_its_own_record() -> None:
     writes.forget("ns", "app")
     assert await writes.fresh(ks("1")) == ks("1")
     assert live.reads == 0
+
+
+class Failing:
+    """A write whose answer never arrives (a timeout, a dropped connection): it may have been stored."""
+
+    async def patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise TimeoutError("no answer")
+
+
+async def test_a_write_without_an_answer_makes_the_cache_untrusted_until_read_again() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    await writes.patcher(Client(ks("10"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    with pytest.raises(TimeoutError):
+        await writes.patcher(Failing()).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    # the server stored it as "12"; the cache still shows our last answered write, "10"
+    assert await writes.fresh(ks("10")) == ks("12")
+    assert await writes.fresh(ks("12")) == ks("12")
+    assert live.reads == 1
