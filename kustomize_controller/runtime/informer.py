@@ -28,7 +28,10 @@ stops matching arrives as DELETED); ``metadata_only=True`` keeps only ``apiVersi
 Cached objects carry no ``metadata.managedFields`` (controller-runtime's
 ``TransformStripManagedFields``, which Flux sets for every cache): the field can be larger than the
 rest of the object and nothing reads it from a cache; code that needs it GETs the object. The cached
-copy is a new dict whose keys are interned strings (shared by every cached object).
+copy is a new dict whose keys are interned strings (shared by every cached object). ``transform``
+(optional) then projects each object before it is cached and before handlers see it (the sources'
+informers keep only what the controller reads: ``api.source.cached_source``); it must keep
+``metadata.name``, ``namespace`` and ``resourceVersion``, which the store and the watch rely on.
 
 Not promised: that every intermediate state is seen (updates may be folded; a delete + re-create
 under one name can arrive as one update: compare ``metadata.uid``); the resync is off by default.
@@ -120,6 +123,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
+        transform: Callable[[Obj], Obj] | None = None,
         resync_period: float = 0.0,
         page_size: int = 500,
         rng: random.Random | None = None,
@@ -132,6 +136,7 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.metadata_only = metadata_only
+        self.transform = transform
         self.resync_period = resync_period
         self.page_size = page_size
         self.store = Store()
@@ -223,7 +228,7 @@ class Informer:
                 continue_token=token,
                 metadata_only=self.metadata_only,
             )
-            items.extend(_strip(item) for item in page.get("items") or [])
+            items.extend(_strip(item, self.transform) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             token = meta.get("continue") or None
@@ -266,7 +271,7 @@ class Informer:
 
     def _handle(self, etype: str, obj: Obj) -> None:
         self.stats.events += 1
-        obj = _strip(obj)
+        obj = _strip(obj, self.transform)
         rv = resource_version(obj)
         if etype in ("ADDED", "MODIFIED"):
             old = self.store.upsert(obj)
@@ -311,8 +316,9 @@ class Informer:
             self._log.exception("informer event handler failed")
 
 
-def _strip(obj: Obj) -> Obj:
-    """Drop ``metadata.managedFields`` (the object is freshly decoded and ours) and share the keys.
+def _strip(obj: Obj, transform: Callable[[Obj], Obj] | None = None) -> Obj:
+    """Drop ``metadata.managedFields`` (the object is freshly decoded and ours), apply ``transform``
+    and share the keys.
 
     The JSON decoder gives every decoded object its own copy of every key string ("apiVersion",
     "lastTransitionTime", …); a cached Kustomization or source is mostly such keys and small dicts, so
@@ -321,6 +327,8 @@ def _strip(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    if transform is not None:
+        obj = transform(obj)
     shared: Obj = _shared_keys(obj)
     return shared
 
