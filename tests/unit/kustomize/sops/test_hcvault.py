@@ -338,3 +338,45 @@ async def test_an_answer_that_echoes_the_request_carries_no_token_or_jwt_into_an
     shown = f"{login.value}\n{decrypt.value}"
     assert "[redacted]" in str(login.value) and "[redacted]" in str(decrypt.value)
     assert "KUBEJWT" not in shown and "S3CRETTOKEN" not in shown and "vault:v1:x" in shown
+
+
+@pytest.mark.parametrize("status", [200, 403])
+async def test_an_oversized_answer_is_a_clear_error_without_its_content(status: int) -> None:
+    """Vault's answer is read at most to the key services' 1 MiB cap, like every other key service's; the
+    error names the request only: neither the answer (a data key, an echoed token) nor the token shows."""
+    from aiohttp import web
+
+    from kustomize_controller.kustomize.sops.keys.hcvault import VaultRequestError, vault_write
+
+    from .loopback import serve
+
+    plaintext = base64.b64encode(DATA_KEY).decode()
+
+    async def runaway(request: web.Request) -> web.StreamResponse:
+        echoed = request.headers.get("X-Vault-Token", "")
+        payload = (f'{{"data": {{"plaintext": "{plaintext}"}}, "echo": "{echoed}", "pad": "' + "x" * (2 << 20) + '"}')
+        return web.Response(body=payload.encode(), status=status, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_put("/{tail:.*}", runaway)
+    runner, url = await serve(app)
+    try:
+        with pytest.raises(VaultRequestError) as caught:
+            await vault_write(VaultClientConfig(), address=url, path="sops/decrypt/k",
+                              body={"ciphertext": "vault:v1:x"}, token="hvs.S3CRETTOKEN")
+        with pytest.raises(VaultError) as decrypting:
+            await decrypt_with(vault_key_at(url), VaultClientConfig(), StaticVaultToken("hvs.S3CRETTOKEN"))
+    finally:
+        await runner.cleanup()
+    assert str(caught.value) == f'Put "{url}/v1/sops/decrypt/k": the answer is larger than 1048576 bytes'
+    assert str(decrypting.value) == (
+        "failed to decrypt sops data key from Vault transit backend 'sops/decrypt/firstkey': "
+        f'Put "{url}/v1/sops/decrypt/firstkey": the answer is larger than 1048576 bytes'
+    )
+    for shown in (str(caught.value), str(decrypting.value)):
+        assert "S3CRETTOKEN" not in shown and plaintext not in shown and "xxxx" not in shown
+
+
+def vault_key_at(address: str) -> MasterKey:
+    return MasterKey("hc_vault", address, "vault:v1:x",
+                     {"engine_path": "sops", "key_name": "firstkey", "created_at": "2024-01-01T00:00:00Z"})
