@@ -30,6 +30,9 @@ import aiohttp
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
 
 MAX_BODY = 1 << 20
+#: a node's metadata server (cloud credentials) answers from the node itself: off a cloud node, where
+#: there is none, it must not hold a key service for its whole per-call timeout
+METADATA_TIMEOUT = 5.0
 TOO_LARGE = f"the answer is larger than {MAX_BODY} bytes"
 
 
