@@ -33,7 +33,6 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 import annotated_types
 from pydantic import AwareDatetime, BaseModel
 from pydantic.fields import FieldInfo
-from ruamel.yaml import YAML
 
 from kustomize_controller.api.kustomization import GROUP, KIND, PLURAL, VERSION, Kustomization
 from kustomize_controller.api.meta import Key
@@ -227,6 +226,9 @@ def build_crd() -> dict[str, Any]:
 
 def render_crd() -> str:
     """``build_crd()`` as a YAML document (``---`` first, block style, 2-space indent)."""
+    # imported here: the controller imports this module for its constants, and never renders the CRD
+    from ruamel.yaml import YAML
+
     yaml = YAML(typ="rt", pure=True)
     yaml.default_flow_style = False
     yaml.width = 4096

@@ -5,7 +5,15 @@ tarball, its revision and digest), ``status.conditions`` and ``metadata``; the `
 is kept as a plain dict because its fields never matter here. Parsing is tolerant, like every
 object read from the cluster (a newer source-controller may add fields).
 
-``parse_source(obj)`` picks the model by ``kind`` (one of ``SourceKind``).
+``parse_source(obj)`` picks the model by ``kind`` (one of ``SourceKind``). ``cached_source(obj)`` is
+the projection the source informers cache (``CACHED_SOURCE_FIELDS``): every field a reader of a cached
+source uses (the reconciler through ``parse_source``: kind, name, namespace, ``status.artifact``; the
+watches: ``status.artifact.revision``; the store: name, namespace, ``resourceVersion``), the rest of the
+object's identity (uid, generation, deletionTimestamp, ``status.observedGeneration``) and nothing else.
+A shard caches every source of its namespaces, so the spec, labels, annotations and conditions (half
+of a source source-controller wrote; the controller, like upstream's, goes by the artifact alone, never
+by the source's Ready condition) would cost each shard memory for nothing. So ``is_ready()`` and
+``get_condition()`` answer only for a source read from the API, not from that cache.
 
 Not promised: source specs are not validated; status fields other than the ones modelled are dropped.
 """
@@ -21,6 +29,7 @@ from kustomize_controller.api.base import ApiModel
 from kustomize_controller.api.meta import Condition, ConditionType, ObjectMeta, Time
 
 __all__ = [
+    "CACHED_SOURCE_FIELDS",
     "OCI_REVISION_KEY",
     "SOURCE_API_VERSION",
     "SOURCE_GROUP",
@@ -33,6 +42,7 @@ __all__ = [
     "SourceKind",
     "SourceObject",
     "SourceStatus",
+    "cached_source",
     "parse_source",
 ]
 
@@ -97,6 +107,7 @@ class SourceObject(ApiModel):
         return self.status.artifact
 
     def get_condition(self, condition_type: str) -> Condition | None:
+        """The condition of that type (None on a source from the informer cache: ``cached_source``)."""
         for condition in self.status.conditions:
             if condition.type == condition_type:
                 return condition
@@ -144,3 +155,26 @@ def parse_source(obj: dict[str, Any]) -> SourceObject:
     if model is None:
         raise ValueError(f"kind: unsupported source kind {kind!r}: must be one of {', '.join(_BY_KIND)}")
     return model.model_validate(obj)
+
+
+#: What a cached source keeps: top-level key → ``None`` (the whole value) or the sub-keys kept.
+CACHED_SOURCE_FIELDS: Final[dict[str, frozenset[str] | None]] = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": frozenset({"name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp"}),
+    "status": frozenset({"observedGeneration", "artifact"}),
+}
+
+
+def cached_source(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a source object the controller reads (``CACHED_SOURCE_FIELDS``), as a new dict
+    sharing the values of ``obj``; a field ``obj`` lacks stays absent."""
+    kept: dict[str, Any] = {}
+    for key, sub in CACHED_SOURCE_FIELDS.items():
+        if key not in obj:
+            continue
+        value = obj[key]
+        if sub is not None and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k in sub}
+        kept[key] = value
+    return kept

@@ -31,7 +31,7 @@ import aiohttp
 
 from kustomize_controller.api.kustomization import API_VERSION, KIND
 from kustomize_controller.api.meta import CONTROLLER_NAME, LEADER_ELECTION_ID
-from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind
+from kustomize_controller.api.source import SOURCE_API_VERSION, SourceKind, cached_source
 from kustomize_controller.app.decryption import workload_identity
 from kustomize_controller.app.watches import wire_dependents, wire_watches
 from kustomize_controller.apply.staging import parse_group_kind_set
@@ -247,7 +247,9 @@ def _watched(manager: Manager, settings: Settings, runtime_namespace: str) -> _W
     source_kinds: list[str] = [SourceKind.OCI_REPOSITORY, SourceKind.GIT_REPOSITORY, SourceKind.BUCKET]
     if settings.feature_gates.enabled("ExternalArtifact"):
         source_kinds.append(SourceKind.EXTERNAL_ARTIFACT)
-    sources = {kind: manager.informer(SOURCE_API_VERSION, kind, namespace=namespace) for kind in source_kinds}
+    # every shard caches every source of its namespaces: only the fields the controller reads (cached_source)
+    sources = {kind: manager.informer(SOURCE_API_VERSION, kind, namespace=namespace, transform=cached_source)
+               for kind in source_kinds}
     return _Watched(namespace=namespace, kustomizations=kustomizations, sources=sources)
 
 

@@ -28,7 +28,10 @@ stops matching arrives as DELETED); ``metadata_only=True`` keeps only ``apiVersi
 Cached objects carry no ``metadata.managedFields`` (controller-runtime's
 ``TransformStripManagedFields``, which Flux sets for every cache): the field can be larger than the
 rest of the object and nothing reads it from a cache; code that needs it GETs the object. The cached
-copy is a new dict whose keys are interned strings (shared by every cached object).
+copy is a new dict whose keys are interned strings (shared by every cached object). ``transform``
+(optional) then projects each object before it is cached and before handlers see it (the sources'
+informers keep only what the controller reads: ``api.source.cached_source``); it must keep
+``metadata.name``, ``namespace`` and ``resourceVersion``, which the store and the watch rely on.
 
 Not promised: that every intermediate state is seen (updates may be folded; a delete + re-create
 under one name can arrive as one update: compare ``metadata.uid``); the resync is off by default.
@@ -53,6 +56,8 @@ from kustomize_controller.runtime.ratelimit import JitteredBackoff
 from kustomize_controller.runtime.store import IndexFunc, Obj, Store, object_key, resource_version
 
 MIN_WATCH_TIMEOUT = 300
+#: String values up to this length are shared between cached objects (``_strip``).
+SHARED_VALUE_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
+        transform: Callable[[Obj], Obj] | None = None,
         resync_period: float = 0.0,
         page_size: int = 500,
         rng: random.Random | None = None,
@@ -132,6 +138,7 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.metadata_only = metadata_only
+        self.transform = transform
         self.resync_period = resync_period
         self.page_size = page_size
         self.store = Store()
@@ -223,7 +230,7 @@ class Informer:
                 continue_token=token,
                 metadata_only=self.metadata_only,
             )
-            items.extend(_strip(item) for item in page.get("items") or [])
+            items.extend(_strip(item, self.transform) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             token = meta.get("continue") or None
@@ -266,7 +273,7 @@ class Informer:
 
     def _handle(self, etype: str, obj: Obj) -> None:
         self.stats.events += 1
-        obj = _strip(obj)
+        obj = _strip(obj, self.transform)
         rv = resource_version(obj)
         if etype in ("ADDED", "MODIFIED"):
             old = self.store.upsert(obj)
@@ -311,16 +318,25 @@ class Informer:
             self._log.exception("informer event handler failed")
 
 
-def _strip(obj: Obj) -> Obj:
-    """Drop ``metadata.managedFields`` (the object is freshly decoded and ours) and share the keys.
+def _strip(obj: Obj, transform: Callable[[Obj], Obj] | None = None) -> Obj:
+    """Drop ``metadata.managedFields`` (the object is freshly decoded and ours), apply ``transform``
+    and share the keys.
 
     The JSON decoder gives every decoded object its own copy of every key string ("apiVersion",
     "lastTransitionTime", …); a cached Kustomization or source is mostly such keys and small dicts, so
     interning them saves ~30 % of the cache (~4 KiB per Kustomization with its source, 40 MiB at 10,000).
+    Short string values (at most ``SHARED_VALUE_MAX`` characters: "True", "Ready", "v1", reasons,
+    intervals, namespaces, timestamps of the same second) repeat across objects as much and are shared
+    too: 5.8 -> 5.4 KiB for a reconciled benchmark Kustomization even with no two timestamps alike,
+    1.9 -> 1.6 KiB for a cached source. Longer values (revisions, digests, uids, messages) are mostly
+    unique, and interning a unique string costs more than it saves. Interned strings are freed with
+    their last object, as any other (CPython's interning is not permanent).
     """
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    if transform is not None:
+        obj = transform(obj)
     shared: Obj = _shared_keys(obj)
     return shared
 
@@ -330,6 +346,8 @@ def _shared_keys(value: Any) -> Any:
         return {sys.intern(k) if isinstance(k, str) else k: _shared_keys(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_shared_keys(v) for v in value]
+    if isinstance(value, str) and len(value) <= SHARED_VALUE_MAX:
+        return sys.intern(value)
     return value
 
 

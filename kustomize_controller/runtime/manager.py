@@ -53,6 +53,7 @@ from kustomize_controller.runtime.informer import Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig, LeaderElectionLost, LeaderElector
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.metrics import RuntimeMetrics
+from kustomize_controller.runtime.store import Obj
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -130,10 +131,11 @@ class Manager:
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> Informer:
         """The shared informer for these parameters (created once, started by ``run``; every informer
         must be requested before ``run()``)."""
-        key = (api_version, kind, namespace, label_selector, field_selector, metadata_only)
+        key = (api_version, kind, namespace, label_selector, field_selector, metadata_only, transform)
         informer = self._informers.get(key)
         if informer is None:
             if self._stop_requested is not None:
@@ -147,6 +149,7 @@ class Manager:
                 label_selector=label_selector,
                 field_selector=field_selector,
                 metadata_only=metadata_only,
+                transform=transform,
             )
             self._informers[key] = informer
         return informer

@@ -26,12 +26,14 @@ import base64
 import binascii
 import os
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kustomize_controller.kube.errors import KubeError, NotFoundError
-from kustomize_controller.kustomize.sops.decryptor import MAX_ENCRYPTED_FILE_SIZE, SopsDecryptor
 from kustomize_controller.kustomize.sops.errors import SopsError, SopsFormatError
 from kustomize_controller.kustomize.sops.keys.credentials import Credentials
+
+if TYPE_CHECKING:
+    from kustomize_controller.kustomize.sops.decryptor import SopsDecryptor
 
 
 class SecretReader(Protocol):
@@ -63,7 +65,7 @@ async def load_decryptor(
     namespace: str,
     secret_name: str | None,
     global_age_secret: tuple[str, str] | None = None,
-    max_file_size: int = MAX_ENCRYPTED_FILE_SIZE,
+    max_file_size: int | None = None,
     verify_mac: bool = True,
     workload: Credentials | None = None,
     environ: Mapping[str, str] | None = None,
@@ -72,8 +74,15 @@ async def load_decryptor(
 
     ``namespace``/``secret_name``: the Kustomization's namespace and ``spec.decryption.secretRef``
     name (``None`` when unset); ``global_age_secret``: ``(namespace, name)`` of
-    ``--sops-age-secret`` in ``RUNTIME_NAMESPACE``, ``None`` when the flag is unset.
+    ``--sops-age-secret`` in ``RUNTIME_NAMESPACE``, ``None`` when the flag is unset;
+    ``max_file_size``: ``MAX_ENCRYPTED_FILE_SIZE`` when ``None``.
     """
+    # imported here, at the first Kustomization that decrypts: the decryptor's ciphers, stores and key
+    # services are not part of the controller's start-up (see the package's docstring)
+    from kustomize_controller.kustomize.sops.decryptor import MAX_ENCRYPTED_FILE_SIZE, SopsDecryptor
+
+    if max_file_size is None:
+        max_file_size = MAX_ENCRYPTED_FILE_SIZE
     remote: dict[str, Any] = {
         "workload": workload,
         "environ": dict(os.environ if environ is None else environ),

@@ -254,3 +254,46 @@ def test_cached_objects_share_their_key_strings_and_lose_managed_fields() -> Non
     key_a = next(k for k in a["status"]["conditions"][0] if k == "lastTransitionTime")
     key_b = next(k for k in b["status"]["conditions"][0] if k == "lastTransitionTime")
     assert key_a is key_b  # one string for every cached object, not one per decode
+
+
+def _drop_data(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "data"}
+
+
+async def test_transform_projects_what_is_cached_and_handlers_see_and_keeps_resource_versions() -> None:
+    api, clock = ScriptedApi(), FakeClock()
+    client = api.client()
+    await client.create(cm("a", big="x" * 100))
+    rv = api.rv
+    b = {**cm("b", big="y"), "metadata": {"name": "b", "namespace": "ns", "resourceVersion": str(rv + 2)}}
+    bookmark = {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv + 5)}}
+    api.streams = [[line("ADDED", b), line("BOOKMARK", bookmark)]]
+    inf = make(api, clock, transform=_drop_data)
+    seen: list[dict[str, Any]] = []
+    inf.add_handler(FuncHandler(add=lambda obj, initial: seen.append(obj)))
+    task = asyncio.create_task(inf.run())
+    await complete(inf.wait_for_sync())
+    await settle()
+    assert [o["metadata"]["name"] for o in seen] == ["a", "b"]
+    assert all("data" not in o for o in seen)
+    for key in ("ns/a", "ns/b"):
+        cached = inf.get(key)
+        assert cached is not None and "data" not in cached and cached["metadata"]["resourceVersion"]
+    # the watch resumes from the last resourceVersion as without a transform
+    assert [w.query()["resourceVersion"] for w in api.watches()] == [str(rv), str(rv + 5)]
+    task.cancel()
+
+
+def test_cached_objects_share_short_string_values_not_long_ones() -> None:
+    from kustomize_controller.runtime.informer import SHARED_VALUE_MAX, _strip
+
+    long = "main@sha1:" + "a" * 40
+    assert len(long) > SHARED_VALUE_MAX
+    text = json.dumps({"status": {"conditions": [{"status": "True", "reason": "ReconciliationSucceeded"}],
+                                  "lastAppliedRevision": long}, "spec": {"items": ["v1", 3, None]}})
+    a, b = _strip(json.loads(text)), _strip(json.loads(text))
+    assert a == b == json.loads(text)
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert ca["status"] is cb["status"] and ca["reason"] is cb["reason"]
+    assert a["spec"]["items"][0] is b["spec"]["items"][0]
+    assert a["status"]["lastAppliedRevision"] is not b["status"]["lastAppliedRevision"]
