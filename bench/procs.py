@@ -373,6 +373,8 @@ POLLED = (
     "controller_runtime_reconcile_total",
     "kustomize_controller_artifact_cache_requests_total",
     "kustomize_controller_build_cache_requests_total",
+    "kustomize_controller_kube_requests_total",  # requests_by_kind
+    "kustomize_controller_kube_client_throttling",  # throttling_mode
 )
 
 

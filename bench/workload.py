@@ -173,6 +173,25 @@ async def install_crds(client: KubeClient) -> None:
             await asyncio.sleep(0.1)
         else:
             raise RuntimeError(f"CustomResourceDefinition/{crd['metadata']['name']} not Established after 30 s")
+    for crd in crds:
+        await _served(client, crd)
+
+
+async def _served(client: KubeClient, crd: dict[str, Any]) -> None:
+    """Wait until discovery serves every version of ``crd``: an API server publishes it a moment after
+    ``Established`` (the embedded one too), and a create before that is a NoKindMatch."""
+    spec = crd["spec"]
+    for version in spec["versions"]:
+        api_version = f"{spec['group']}/{version['name']}"
+        for _ in range(300):
+            try:
+                await client.mapper.resolve(api_version, spec["names"]["kind"])
+                break
+            except NoKindMatchError:
+                await asyncio.sleep(0.1)
+        else:
+            name = crd["metadata"]["name"]
+            raise RuntimeError(f"CustomResourceDefinition/{name} {api_version} not served after 30 s")
 
 
 async def create_namespaces(client: KubeClient, *names: str) -> None:

@@ -61,7 +61,7 @@ from kustomize_controller.reconcile.source import SourceAccess
 from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.controller import Controller
-from kustomize_controller.runtime.informer import Informer
+from kustomize_controller.runtime.informer import FuncHandler, Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.logs import configure_logging, get_logger
 from kustomize_controller.runtime.manager import Manager, ManagerOptions
@@ -186,6 +186,9 @@ async def run_controller(
             options=reconciler_options(settings, clock, runtime_namespace, waits,
                                        workload_identity(settings, client, clock, manager)),
         )
+        # the cache's copy of our own status writes (reconcile/ownwrites.py), before the controller's handler
+        watched.kustomizations.add_handler(FuncHandler(add=lambda obj, _initial: reconciler.observed(obj),
+                                                       update=lambda _old, new: reconciler.observed(new)))
         controller = _controller(settings, clock, manager, reconciler, waits)
         wire_watches(controller, manager, watched.kustomizations, watched.sources, settings, watched.namespace,
                      waits.hooks)

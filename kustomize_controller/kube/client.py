@@ -39,7 +39,7 @@ from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
 import kustomize_controller
-from kustomize_controller.kube.config import ClientConfig, NoAuth, StaticToken
+from kustomize_controller.kube.clientconfig import ClientConfig, NoAuth, StaticToken
 from kustomize_controller.kube.discovery import ResourceInfo, RestMapper
 from kustomize_controller.kube.errors import ApiError, TransportError, api_error_from_status
 from kustomize_controller.kube.metrics import RestClientMetrics

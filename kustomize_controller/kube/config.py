@@ -7,7 +7,9 @@ kubernetes-asyncio is imported only when a kubeconfig user needs a credential pl
 OIDC/GCP providers); the in-cluster configuration and ordinary kubeconfigs (token,
 token file, client certificates) are read by ``kube.kubeconfig``, which saves its ~60 MiB import.
 The in-cluster token is read by ``TokenFileAuth``, which re-reads the projected token file every
-minute and after a 401 (bound tokens rotate). Everything else (HTTP, watches) is ours.
+minute and after a 401 (bound tokens rotate). The types they all build (``ClientConfig``, the
+authenticators, ``ConfigError``) live in ``kube.clientconfig``, below both loaders, and are
+re-exported here. Everything else (HTTP, watches) is ours.
 
 Contract:
 - ``await load_config(...)`` returns a ``ClientConfig``; ``ConfigError`` says what was tried.
@@ -21,47 +23,21 @@ Not promised: credential caching across processes; exec plugins are re-run on ea
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from kustomize_controller.kube.errors import KubeError
-from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock
+from kustomize_controller.kube.clientconfig import (
+    Authenticator,
+    ClientConfig,
+    ConfigError,
+    NoAuth,
+    StaticToken,
+    TokenFileAuth,
+)
+from kustomize_controller.kube.kubeconfig import read_kubeconfig
 
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-class ConfigError(KubeError):
-    """No usable cluster configuration could be loaded."""
-
-
-class Authenticator(Protocol):
-    async def authorization(self) -> str | None: ...
-
-    async def refresh(self) -> bool: ...
-
-
-class NoAuth:
-    async def authorization(self) -> str | None:
-        return None
-
-    async def refresh(self) -> bool:
-        return False
-
-
-@dataclass
-class StaticToken:
-    """A fixed bearer token (tests, or a token handed over explicitly)."""
-
-    token: str
-
-    async def authorization(self) -> str | None:
-        return f"Bearer {self.token}"
-
-    async def refresh(self) -> bool:
-        return False
 
 
 class _KubernetesAsyncioAuth:
@@ -88,36 +64,6 @@ class _KubernetesAsyncioAuth:
         return bool(self._cfg.api_key.get("BearerToken") != before)
 
 
-@dataclass
-class ClientConfig:
-    """Everything needed to open connections to one API server."""
-
-    server: str
-    auth: Authenticator = field(default_factory=NoAuth)
-    ca_file: str | None = None
-    ca_data: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    verify_ssl: bool = True
-    tls_server_name: str | None = None
-    proxy: str | None = None
-    namespace: str = "default"
-    source: str = ""
-
-    def ssl_context(self) -> ssl.SSLContext | bool:
-        if not self.server.startswith("https"):
-            return False
-        if not self.verify_ssl:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        else:
-            ctx = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
-        if self.cert_file:
-            ctx.load_cert_chain(self.cert_file, self.key_file)
-        return ctx
-
-
 def _from_k8s_configuration(cfg: Any, loader: Any | None, *, namespace: str, source: str) -> ClientConfig:
     return ClientConfig(
         server=str(cfg.host).rstrip("/"),
@@ -139,8 +85,6 @@ async def load_kubeconfig(path: str, *, context: str | None = None) -> ClientCon
     Ordinary kubeconfigs (token, token file, client certificates) are read by ``kube.kubeconfig``;
     kubernetes-asyncio is imported only for users that need a credential plugin (exec, auth-provider).
     """
-    from kustomize_controller.kube.kubeconfig import read_kubeconfig
-
     simple = read_kubeconfig(path, context=context)
     if simple is not None:
         return simple
@@ -160,40 +104,6 @@ async def load_kubeconfig(path: str, *, context: str | None = None) -> ClientCon
     if isinstance(ctx, Mapping):
         namespace = str((ctx.get("context") or {}).get("namespace") or "default")
     return _from_k8s_configuration(cfg, loader, namespace=namespace, source=f"kubeconfig {path}")
-
-
-class TokenFileAuth:
-    """A bearer token read from a file that is rotated underneath us (projected service-account
-    tokens): re-read every ``period`` seconds, as client-go's cached token source does, and at once
-    when ``refresh()`` is called after a 401."""
-
-    def __init__(self, path: str, *, period: float = 60.0, clock: MonotonicClock | None = None) -> None:
-        self.path = path
-        self.period = period
-        self._clock: MonotonicClock = clock or SystemClock()
-        self._token = ""
-        self._read_at: float | None = None
-
-    def _read(self) -> bool:
-        try:
-            token = Path(self.path).read_text().strip()
-        except OSError as err:
-            if not self._token:
-                raise ConfigError(f"service account token {self.path}: {err}") from err
-            return False  # keep the last good token; the next period tries again
-        self._read_at = self._clock.monotonic()
-        changed = token != self._token
-        if token:
-            self._token = token
-        return changed
-
-    async def authorization(self) -> str | None:
-        if self._read_at is None or self._clock.monotonic() - self._read_at >= self.period:
-            self._read()
-        return f"Bearer {self._token}" if self._token else None
-
-    async def refresh(self) -> bool:
-        return self._read()
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -267,3 +177,17 @@ async def load_config(
         return await load_kubeconfig(str(home), context=context)
     tried.append(f"{home} (missing)")
     raise ConfigError("no Kubernetes configuration found; tried " + ", ".join(tried))
+
+
+__all__ = [
+    "Authenticator",
+    "ClientConfig",
+    "ConfigError",
+    "NoAuth",
+    "StaticToken",
+    "TokenFileAuth",
+    "in_cluster_namespace",
+    "load_config",
+    "load_incluster",
+    "load_kubeconfig",
+]

@@ -37,7 +37,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
-from kustomize_controller.kube.config import ClientConfig
+from kustomize_controller.kube.clientconfig import ClientConfig
 from kustomize_controller.kube.errors import KubeError
 from kustomize_controller.kube.ratelimit import MonotonicClock, SystemClock, Throttling
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from kustomize_controller.kube.config import (
+from kustomize_controller.kube.clientconfig import (
     ClientConfig,
     ConfigError,
     NoAuth,

@@ -21,14 +21,12 @@ Contract:
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -40,6 +38,7 @@ from kustomize_controller.kustomize.errors import (
     DownloadError,
 )
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.files import open_off_loop
 
 DEFAULT_MAX_SIZE = 256 << 20
 _CHUNK = 1 << 16
@@ -83,27 +82,6 @@ class Digest:
                 f"failed to verify archive: failed to parse digest '{text}': invalid checksum digest format"
             )
         return cls(algorithm, hexpart)
-
-
-def _open_wb(path: Path) -> BinaryIO:
-    return open(path, "wb")  # the caller owns the file
-
-
-async def open_for_writing(path: Path) -> BinaryIO:
-    """Open ``path`` for writing in a worker thread. The thread opens the file whatever happens to the
-    caller, so a caller cancelled meanwhile closes what it opened instead of leaving the file to the
-    garbage collector (a crash-injected controller was cancelled exactly there)."""
-    opening = asyncio.ensure_future(asyncio.to_thread(_open_wb, path))
-    try:
-        return await asyncio.shield(opening)
-    except asyncio.CancelledError:
-        opening.add_done_callback(_close_opened)
-        raise
-
-
-def _close_opened(opening: asyncio.Future[BinaryIO]) -> None:
-    if not opening.cancelled() and opening.exception() is None:
-        opening.result().close()
 
 
 class ArtifactFetcher:
@@ -171,7 +149,7 @@ class ArtifactFetcher:
             )
         hasher = hashlib.new(expected.algorithm)
         size = 0
-        out = await open_for_writing(dest)
+        out = await open_off_loop(dest, "wb")
         with out:
             async for chunk in resp.content.iter_chunked(_CHUNK):
                 size += len(chunk)

@@ -18,6 +18,13 @@ versions are opaque, so a cache that is *ahead* also costs that GET once). A wri
 a dropped connection: the server may have stored it without us seeing the answer) leaves no version to
 wait for: the next ``fresh`` reads the object from the API server whatever the cache shows. The record
 is forgotten when the object is gone. Bounded by the number of Kustomizations written.
+
+``observed(obj)`` is told every object the informer stores (add and update events, in watch order): once
+the cache has shown our last write's version, the record is dropped, so a later change by someone else
+(a ``requestedAt`` annotation: the cache is *ahead*) is trusted without that GET. A watch delivers
+every version of an object in order, so whatever the cache holds after that event includes our write. A
+relist that skips the version (410) leaves the record, which costs one GET as before; so does an event
+that arrives before the write's answer is recorded.
 """
 
 from __future__ import annotations
@@ -56,6 +63,13 @@ class OwnWrites:
     def unanswered(self, namespace: str, name: str) -> None:
         """A write of ours to this object raised: it may be stored, at a version we never saw."""
         self._written[(namespace, name)] = _UNKNOWN
+
+    def observed(self, obj: Mapping[str, Any]) -> None:
+        """The informer stored ``obj``: when it is our last write, the cache has caught up for good."""
+        key = _key(obj)
+        expected = self._written.get(key)
+        if expected is not None and expected == _version(obj):
+            del self._written[key]
 
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)

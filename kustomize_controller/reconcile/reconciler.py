@@ -137,6 +137,10 @@ class KustomizationReconciler:
         # failures that only meant "the API server could not be reached" (reconcile/unreachable.py)
         self._quick_retries = QuickRetries()
 
+    def observed(self, obj: dict[str, Any]) -> None:
+        """The Kustomization informer stored ``obj`` (wired by the application; ``ownwrites.py``)."""
+        self._own_writes.observed(obj)
+
     async def reconcile(self, request: Request) -> Result:
         obj = await self._reader.get_kustomization(request.namespace, request.name)
         if obj is not None:

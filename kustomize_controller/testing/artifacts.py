@@ -73,6 +73,7 @@ from aiohttp import web
 from kustomize_controller.api.meta import format_time
 from kustomize_controller.kube.errors import AlreadyExistsError, NotFoundError
 from kustomize_controller.runtime.clock import Clock, RealClock
+from kustomize_controller.runtime.files import open_off_loop
 
 __all__ = [
     "SOURCE_API_VERSION",
@@ -394,7 +395,7 @@ class ArtifactServer:
             data = await asyncio.to_thread(target.read_bytes)
             await resp.write(bytes(b ^ 0xFF for b in data[:1]) + data[1:])
         else:
-            with await asyncio.to_thread(open, target, "rb") as src:
+            with await open_off_loop(target, "rb") as src:
                 while chunk := await asyncio.to_thread(src.read, _CHUNK):
                     await resp.write(chunk)
         await resp.write_eof()

@@ -116,3 +116,20 @@ def test_in_cluster_without_importing_kubernetes_asyncio(tmp_path: Path) -> None
         load_incluster(environ={}, token_file=str(token), ca_file=str(ca))
     with pytest.raises(ConfigError, match=r"service account token .* not found"):
         load_incluster(environ=env, token_file=str(tmp_path / "missing"), ca_file=str(ca))
+
+
+def test_the_kubeconfig_reader_stands_below_the_loader() -> None:
+    """``kube.config`` uses ``kube.kubeconfig``, never the other way round: the reader and the loader
+    share only ``kube.clientconfig``'s types, which the loader re-exports unchanged."""
+    import subprocess
+    import sys
+
+    from kustomize_controller.kube import clientconfig, config
+
+    probe = (
+        "import sys, kustomize_controller.kube.kubeconfig as k; "
+        "assert 'kustomize_controller.kube.config' not in sys.modules, 'kubeconfig imports kube.config'"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+    for name in ("ClientConfig", "ConfigError", "NoAuth", "StaticToken", "TokenFileAuth", "Authenticator"):
+        assert getattr(config, name) is getattr(clientconfig, name)

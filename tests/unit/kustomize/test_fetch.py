@@ -239,34 +239,3 @@ def test_error_tree_reasons() -> None:
     assert issubclass(ArtifactNotFoundError, KustomizeError)
     assert ArtifactNotFoundError("u").reason == DownloadError("x").reason == "ArtifactFailed"
 
-
-async def test_a_caller_cancelled_while_the_file_opens_closes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The worker thread opens the file whatever happens to the caller; the cancelled caller closes it
-    (a crash-injected controller left it to the garbage collector: "Exception ignored in: <_io.FileIO …>")."""
-    import threading
-
-    from kustomize_controller.kustomize import fetch as fetch_mod
-
-    opened: list[Any] = []
-    release = threading.Event()
-    real = fetch_mod._open_wb
-
-    def slow_open(path: Path) -> Any:
-        release.wait(10)
-        opened.append(real(path))
-        return opened[-1]
-
-    monkeypatch.setattr(fetch_mod, "_open_wb", slow_open)
-    task = asyncio.ensure_future(fetch_mod.open_for_writing(tmp_path / "a.tar.gz"))
-    await asyncio.sleep(0)
-    task.cancel()
-    release.set()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    for _ in range(1000):  # the thread's result reaches the loop a few turns later
-        if opened and opened[0].closed:
-            break
-        await asyncio.sleep(0.001)
-    assert opened and opened[0].closed

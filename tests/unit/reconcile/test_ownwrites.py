@@ -84,3 +84,41 @@ async def test_a_write_without_an_answer_makes_the_cache_untrusted_until_read_ag
     assert await writes.fresh(ks("10")) == ks("12")
     assert await writes.fresh(ks("12")) == ks("12")
     assert live.reads == 1
+
+
+async def test_a_cache_that_showed_our_write_is_trusted_when_ahead() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    await writes.patcher(Client(ks("10"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    writes.observed(ks("10"))  # the watch delivered our write
+    assert await writes.fresh(ks("12")) == ks("12")  # someone else's change after it (requestedAt)
+    assert live.reads == 0
+
+
+async def test_an_event_of_another_version_keeps_the_record() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    await writes.patcher(Client(ks("10"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    writes.observed(ks("9"))  # an older event still on its way: the cache has not shown our write
+    writes.observed(ks("11"))  # a relist that skipped our version: cannot tell whether it includes it
+    assert await writes.fresh(ks("11")) == ks("12")
+    assert live.reads == 1
+
+
+async def test_an_unanswered_write_is_never_observed() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    writes.unanswered("ns", "app")
+    writes.observed(ks("11"))
+    assert await writes.fresh(ks("11")) == ks("12")
+    assert live.reads == 1
+
+
+async def test_an_event_before_the_answer_costs_one_read() -> None:
+    live = Live(ks("12"))
+    writes = OwnWrites(live)
+    writes.observed(ks("10"))  # the watch was faster than the PATCH's answer
+    await writes.patcher(Client(ks("10"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    assert await writes.fresh(ks("10")) == ks("10")  # the cache shows it: trusted
+    assert await writes.fresh(ks("12")) == ks("12")  # one read once it moved on without us seeing ours
+    assert live.reads == 1

@@ -85,7 +85,8 @@ class GkeMetadata:
         prefix = f"failed to get GKE cluster {what} from the metadata service"
         try:
             answer = await http.call("GET", f"http://{host}/computeMetadata/v1/{path}",
-                                     timeout=min(self.context.timeout, 5.0), headers={"Metadata-Flavor": "Google"})
+                                     timeout=min(self.context.timeout, http.METADATA_TIMEOUT),
+                                     headers={"Metadata-Flavor": "Google"})
         except http.TransportError as err:
             raise IdentityError(f"{prefix}: {err}") from None
         if answer.status != 200:

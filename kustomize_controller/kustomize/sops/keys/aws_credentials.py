@@ -169,7 +169,7 @@ class ControllerChain:
 
     async def _imds(self) -> AwsCredentials:
         base = self.context.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", _IMDS).rstrip("/")
-        timeout = min(self.context.timeout, 5.0)
+        timeout = min(self.context.timeout, http.METADATA_TIMEOUT)
         answer = await http.call(
             "PUT",
             f"{base}/latest/api/token",

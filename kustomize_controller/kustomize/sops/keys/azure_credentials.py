@@ -29,6 +29,7 @@ import codecs
 import contextlib
 import hashlib
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -144,18 +145,13 @@ class ManagedIdentity:
         if self.client_id:
             query["client_id"] = self.client_id
         url = f"{base}/metadata/identity/oauth2/token?{urlencode(query)}"
-        answer = await http.call(
-            "GET",
-            url,
-            timeout=min(self.context.timeout, 5.0),
-            environ=self.context.environ,
-            headers={"Metadata": "true"},
+        return await oauth.metadata_token(
+            url, headers={"Metadata": "true"}, context=self.context, failure=_imds_failure
         )
-        doc = oauth.parse_json(answer.body)
-        if answer.status != 200 or not isinstance(doc.get("access_token"), str):
-            reason = oauth.describe_error(doc, f"status {answer.status}")
-            raise CredentialError(f"ManagedIdentityCredential: IMDS answered {answer.status}: {reason}")
-        return AccessToken(doc["access_token"], oauth.expires_after(doc.get("expires_in"), self.context.clock.now()))
+
+
+def _imds_failure(status: int, doc: Mapping[str, Any]) -> str:
+    return f"ManagedIdentityCredential: IMDS answered {status}: {oauth.describe_error(doc, f'status {status}')}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -311,17 +311,9 @@ class ControllerADC:
             return await (await self._file_source(well_known)).gcp_token()
         host = env.get("GCE_METADATA_HOST") or METADATA_HOST
         url = f"http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
-        answer = await http.call(
-            "GET",
-            url,
-            timeout=min(self.context.timeout, 5.0),
-            environ=self.context.environ,
-            headers={"Metadata-Flavor": "Google"},
+        return await oauth.metadata_token(
+            url, headers={"Metadata-Flavor": "Google"}, context=self.context, failure=_metadata_failure
         )
-        doc = oauth.parse_json(answer.body)
-        if answer.status != 200 or not isinstance(doc.get("access_token"), str):
-            raise CredentialError(f"metadata server answered {answer.status} for the default service account token")
-        return AccessToken(doc["access_token"], oauth.expires_after(doc.get("expires_in"), self.context.clock.now()))
 
     async def _file_source(self, path: str) -> GcpTokenSource:
         text = await http.read_token_file(path, "Google credentials file")
@@ -329,6 +321,10 @@ class ControllerADC:
             return parse_json_credentials(text.encode(), self.context)
         except SopsFormatError as err:
             raise CredentialError(f"credentials file '{path}': {err}") from None
+
+
+def _metadata_failure(status: int, doc: Mapping[str, Any]) -> str:
+    return f"metadata server answered {status} for the default service account token"
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -24,8 +24,10 @@ Contract:
   services' per-call timeout (the Go client's default is 60s, beyond the per-key deadline).
   TLS from ``VAULT_CACERT``/``VAULT_CAPATH``/``VAULT_CLIENT_CERT``+``VAULT_CLIENT_KEY``/
   ``VAULT_SKIP_VERIFY``/``VAULT_TLS_SERVER_NAME``; ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` as
-  the key services read them (``http.proxy_for``). Not done: the Go client's ``VAULT_MAX_RETRIES``
-  retries of 5xx answers (a failed decryption is retried with the reconcile).
+  the key services read them (``http.proxy_for``). An answer larger than the key services' 1 MiB
+  (``http.MAX_BODY``) is an error, ``Put "<url>": the answer is larger than 1048576 bytes``. Not
+  done: the Go client's ``VAULT_MAX_RETRIES`` retries of 5xx answers (a failed decryption is
+  retried with the reconcile).
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ async def vault_write(
     import aiohttp
     from yarl import URL
 
-    from kustomize_controller.kustomize.sops.keys.http import proxy_for, scrub
+    from kustomize_controller.kustomize.sops.keys.http import TOO_LARGE, proxy_for, read_body, scrub
 
     base = URL(address)
     url = base.with_path("/" + _join(base.path.strip("/"), "v1", path.lstrip("/")))
@@ -180,12 +182,14 @@ async def vault_write(
             proxy=proxy_for(str(url), config.proxy_env),
             timeout=aiohttp.ClientTimeout(total=config.timeout),
         ) as response:
-            raw = await response.read()
+            raw = await read_body(response)
             status = response.status
     except TimeoutError:
         raise VaultRequestError(f'Put "{url}": timed out after {config.timeout:g}s') from None
     except aiohttp.ClientError as err:
         raise VaultRequestError(f'Put "{url}": {err}') from None
+    if raw is None:  # a decryption's answer holds the data key: none of it goes into the message
+        raise VaultRequestError(f'Put "{url}": {TOO_LARGE}')
     if not (200 <= status < 400 or status == 429):
         if status == 404 and not raw.strip():
             return None

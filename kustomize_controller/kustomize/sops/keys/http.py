@@ -2,7 +2,8 @@
 
 Contract:
 - :func:`call` sends one request on a fresh aiohttp session and returns status, headers and the
-  whole body (more than 1 MiB is an error). Every call has a total timeout.
+  whole body (more than 1 MiB is an error; :func:`read_body` is that capped read, for the clients
+  that hold their own session, such as Vault's). Every call has a total timeout.
 - Proxies come from the ``environ`` snapshot given, never from the process (aiohttp's
   ``trust_env`` is off, ``.netrc`` is not read): ``HTTPS_PROXY``/``HTTP_PROXY`` (lower case too)
   and ``NO_PROXY`` (``*``, host names matching themselves and their subdomains, IPs, CIDRs, an
@@ -29,6 +30,10 @@ import aiohttp
 from kustomize_controller.kustomize.sops.errors import SopsKeyError
 
 MAX_BODY = 1 << 20
+#: a node's metadata server (cloud credentials) answers from the node itself: off a cloud node, where
+#: there is none, it must not hold a key service for its whole per-call timeout
+METADATA_TIMEOUT = 5.0
+TOO_LARGE = f"the answer is larger than {MAX_BODY} bytes"
 
 
 class TransportError(SopsKeyError):
@@ -84,18 +89,27 @@ async def call(
                 method, url, headers=dict(headers or {}), data=body, allow_redirects=False, proxy=proxy, ssl=ssl_context
             ) as answer,
         ):
-            data = bytearray()
-            async for chunk in answer.content.iter_any():
-                data += chunk
-                if len(data) > MAX_BODY:
-                    raise TransportError(f"{method} {redact_url(url)}: the answer is larger than {MAX_BODY} bytes")
-            return Response(answer.status, {k.lower(): v for k, v in answer.headers.items()}, bytes(data))
+            data = await read_body(answer)
+            if data is None:
+                raise TransportError(f"{method} {redact_url(url)}: {TOO_LARGE}")
+            return Response(answer.status, {k.lower(): v for k, v in answer.headers.items()}, data)
     except TimeoutError:
         raise TransportError(f"{method} {redact_url(url)}: no answer within {timeout:g}s") from None
     except asyncio.CancelledError:
         raise
     except aiohttp.ClientError as err:
         raise TransportError(f"{method} {redact_url(url)}: {_reason(err)}") from None
+
+
+async def read_body(answer: aiohttp.ClientResponse) -> bytes | None:
+    """The whole body of ``answer``, or ``None`` (read no further) once it is larger than ``MAX_BODY``:
+    no key service or credential endpoint answers that much, and a runaway one must not fill memory."""
+    data = bytearray()
+    async for chunk in answer.content.iter_any():
+        data += chunk
+        if len(data) > MAX_BODY:
+            return None
+    return bytes(data)
 
 
 def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:

@@ -6,6 +6,9 @@ Contract:
   (``expires_in`` seconds from now). A non-2xx answer raises :class:`CredentialError` with the
   endpoint (no query), the status and the OAuth ``error``/``error_description`` (or Google's
   ``error.message``); the form (secrets, assertions) never appears in a message.
+- :func:`metadata_token` GETs an access token from a node's metadata server (Azure IMDS, GCE
+  metadata) within ``http.METADATA_TIMEOUT``; an answer other than 200 with a string ``access_token``
+  raises :class:`CredentialError` with the text the caller words from the status and the answer.
 - :func:`rs256_jwt` signs ``claims`` with a PEM private key (PKCS#8 or PKCS#1); a key that cannot
   be read raises :class:`CredentialError` without quoting it.
 """
@@ -14,13 +17,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from kustomize_controller.kustomize.sops.keys import http
-from kustomize_controller.kustomize.sops.keys.credentials import AccessToken, CredentialError
+from kustomize_controller.kustomize.sops.keys.credentials import AccessToken, CredentialError, KeyServiceContext
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 #: the form fields of a token request that carry a secret (scrubbed from an answer quoted in an error)
@@ -101,3 +104,21 @@ def expires_after(seconds: Any, now: datetime) -> datetime | None:
         return now + timedelta(seconds=int(seconds))
     except (TypeError, ValueError):
         return None
+
+
+async def metadata_token(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    context: KeyServiceContext,
+    failure: Callable[[int, Mapping[str, Any]], str],
+) -> AccessToken:
+    """The ``access_token`` a metadata server answers at ``url``; ``failure(status, answer)`` words the
+    error when there is none (the answer's JSON, ``{}`` when it is none)."""
+    answer = await http.call(
+        "GET", url, timeout=min(context.timeout, http.METADATA_TIMEOUT), environ=context.environ, headers=headers
+    )
+    doc = parse_json(answer.body)
+    if answer.status != 200 or not isinstance(doc.get("access_token"), str):
+        raise CredentialError(failure(answer.status, doc))
+    return AccessToken(doc["access_token"], expires_after(doc.get("expires_in"), context.clock.now()))

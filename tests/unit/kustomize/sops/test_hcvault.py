@@ -4,9 +4,10 @@ source in upstream's order, the allow-list, Kubernetes auth, and upstream's erro
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -317,24 +318,68 @@ async def test_an_answer_that_echoes_the_request_carries_no_token_or_jwt_into_an
 
     from kustomize_controller.kustomize.sops.keys.hcvault import VaultRequestError, vault_write
 
-    from .loopback import serve
-
     async def echo(request: web.Request) -> web.Response:
         echoed = f"{await request.text()} {request.headers.get('X-Vault-Token', '')}"
         return web.json_response({"errors": [echoed]}, status=400)
 
-    app = web.Application()
-    app.router.add_put("/{tail:.*}", echo)
-    runner, url = await serve(app)
-    try:
+    async with _put_server(echo) as url:
         with pytest.raises(VaultRequestError) as login:
             await vault_write(VaultClientConfig(), address=url, path="auth/k8s/login",
                               body={"role": "r", "jwt": "eyJ.KUBEJWT.sig"}, token="")
         with pytest.raises(VaultRequestError) as decrypt:
             await vault_write(VaultClientConfig(), address=url, path="sops/decrypt/k",
                               body={"ciphertext": "vault:v1:x"}, token="hvs.S3CRETTOKEN")
-    finally:
-        await runner.cleanup()
     shown = f"{login.value}\n{decrypt.value}"
     assert "[redacted]" in str(login.value) and "[redacted]" in str(decrypt.value)
     assert "KUBEJWT" not in shown and "S3CRETTOKEN" not in shown and "vault:v1:x" in shown
+
+
+@pytest.mark.parametrize("status", [200, 403])
+async def test_an_oversized_answer_is_a_clear_error_without_its_content(status: int) -> None:
+    """Vault's answer is read at most to the key services' 1 MiB cap, like every other key service's; the
+    error names the request only: neither the answer (a data key, an echoed token) nor the token shows."""
+    from aiohttp import web
+
+    from kustomize_controller.kustomize.sops.keys.hcvault import VaultRequestError, vault_write
+
+    plaintext = base64.b64encode(DATA_KEY).decode()
+
+    async def runaway(request: web.Request) -> web.StreamResponse:
+        echoed = request.headers.get("X-Vault-Token", "")
+        payload = (f'{{"data": {{"plaintext": "{plaintext}"}}, "echo": "{echoed}", "pad": "' + "x" * (2 << 20) + '"}')
+        return web.Response(body=payload.encode(), status=status, content_type="application/json")
+
+    async with _put_server(runaway) as url:
+        with pytest.raises(VaultRequestError) as caught:
+            await vault_write(VaultClientConfig(), address=url, path="sops/decrypt/k",
+                              body={"ciphertext": "vault:v1:x"}, token="hvs.S3CRETTOKEN")
+        with pytest.raises(VaultError) as decrypting:
+            await decrypt_with(vault_key_at(url), VaultClientConfig(), StaticVaultToken("hvs.S3CRETTOKEN"))
+    assert str(caught.value) == f'Put "{url}/v1/sops/decrypt/k": the answer is larger than 1048576 bytes'
+    assert str(decrypting.value) == (
+        "failed to decrypt sops data key from Vault transit backend 'sops/decrypt/firstkey': "
+        f'Put "{url}/v1/sops/decrypt/firstkey": the answer is larger than 1048576 bytes'
+    )
+    for shown in (str(caught.value), str(decrypting.value)):
+        assert "S3CRETTOKEN" not in shown and plaintext not in shown and "xxxx" not in shown
+
+
+def vault_key_at(address: str) -> MasterKey:
+    return MasterKey("hc_vault", address, "vault:v1:x",
+                     {"engine_path": "sops", "key_name": "firstkey", "created_at": "2024-01-01T00:00:00Z"})
+
+
+@contextlib.asynccontextmanager
+async def _put_server(handler: Callable[[Any], Awaitable[Any]]) -> AsyncIterator[str]:
+    """A loopback server answering every PUT with ``handler``; yields its URL."""
+    from aiohttp import web
+
+    from .loopback import serve
+
+    app = web.Application()
+    app.router.add_put("/{tail:.*}", handler)
+    runner, url = await serve(app)
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
