@@ -4,7 +4,7 @@
 
     ApplyEngineError                 base; carries ``change_set`` (what was done before the failure)
     ├── DryRunError                  ``<ref> dry-run failed (<Reason>): <msg>`` — nothing of the stage written
-    ├── ApplyFailedError             ``<ref> apply failed: <msg>``
+    ├── ApplyFailedError             ``<ref> apply failed: <msg>``; carries ``entry`` (the object written)
     ├── ApplyStepError               other per-object failures (cleanup patch, recreate, stage wait)
     ├── PruneError                   ``delete failed, errors: <e1>;<e2>;``
     ├── HealthCheckError             ``timeout waiting for: [...]``,
@@ -18,7 +18,7 @@ wrapped in ``ApplyStepError`` with ``__cause__`` set, so callers can still inspe
 
 from __future__ import annotations
 
-from kustomize_controller.apply.changeset import ChangeSet
+from kustomize_controller.apply.changeset import ChangeSet, ChangeSetEntry
 
 
 class ApplyEngineError(Exception):
@@ -30,13 +30,32 @@ class ApplyEngineError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def maybe_stored(self) -> list[ChangeSetEntry]:
+        """Objects outside ``change_set`` that the failed write may still have stored (none here)."""
+        return []
+
 
 class DryRunError(ApplyEngineError):
     """The server-side dry-run (the validation step) rejected an object."""
 
 
 class ApplyFailedError(ApplyEngineError):
-    """The real server-side apply of an object failed after every dry-run of its stage passed."""
+    """The real server-side apply of an object failed after every dry-run of its stage passed.
+
+    ``entry`` is the object being written (its planned change-set entry), in neither ``change_set`` nor
+    done: unless the server refused it (``refused``: a 4xx answer, nothing stored), it may have been
+    stored and only the answer lost (timeout, cut connection, 5xx after the commit)."""
+
+    def __init__(
+        self, message: str, *, change_set: ChangeSet | None = None, entry: ChangeSetEntry | None = None,
+        refused: bool = False,
+    ) -> None:
+        super().__init__(message, change_set=change_set)
+        self.entry = entry
+        self.refused = refused
+
+    def maybe_stored(self) -> list[ChangeSetEntry]:
+        return [] if self.refused or self.entry is None else [self.entry]
 
 
 class ApplyStepError(ApplyEngineError):

@@ -45,7 +45,11 @@ preview behind ``kustomize-controller diff`` (``preview.py``). It never writes a
 client so that the managed-fields rewrite is a dry-run too.
 
 Every failure raises an ``ApplyEngineError`` subclass whose ``change_set`` holds what was done before
-it (previous stages, and the objects of this stage already written). Messages are upstream's:
+it (previous stages, and the objects of this stage already written). The apply that failed in phase B
+(``ApplyFailedError``) also names its object (``entry``) and whether the server refused it (a 4xx:
+nothing stored) or the write may have been stored with its answer lost (``maybe_stored()``: a timeout, a
+cut connection, a 5xx after the commit); the caller keeps such an object in its inventory.
+Other writes: a failed cleanup patch or recreate DELETE leaves no new object behind. Messages are upstream's:
 ``<Kind/ns/name> dry-run failed (<Reason>): <msg>``, ``<Kind/ns/name> apply failed: <msg>``.
 
 Differences from upstream (deliberate, see docs/apply.md): upstream patches managed fields and
@@ -596,8 +600,11 @@ class ResourceManager:
         try:
             applied = await self.client.apply(payload, field_manager=self.field_manager, force=True)
         except KubeError as exc:
+            # a 4xx is the server's refusal (nothing stored); any other failure may follow the commit
             raise ApplyFailedError(
-                f"{ref} apply failed: {_error_text(exc)}", change_set=ChangeSet(list(done.entries))
+                f"{ref} apply failed: {_error_text(exc)}", change_set=ChangeSet(list(done.entries)),
+                entry=plan.entry or ChangeSetEntry.for_object(plan.desired, Action.UNKNOWN),
+                refused=isinstance(exc, ApiError) and 400 <= exc.status < 500,
             ) from exc
         if self.verified is not None and plan.fingerprint and not plan.resolutions:
             # the answer is the object as this apply of the desired manifest left it: the next dry-run

@@ -316,9 +316,11 @@ class ApplyStep:
             try:
                 change_set = await manager.apply_all_staged(objects, options)
             except ApplyEngineError as err:
-                # what the partial apply wrote stays in the inventory (prunable later); the rest of the
-                # objects recorded before it goes again
-                handled = from_change_set(err.change_set or ChangeSet())
+                # what the partial apply wrote stays in the inventory (prunable later), and so does the
+                # object whose write failed unless the server refused it: it may be stored with only the
+                # answer lost (a timeout, a 5xx after the commit), and a revision without it would orphan
+                # it; the rest of the objects recorded before it goes again
+                handled = from_change_set(ChangeSet([*(err.change_set or ChangeSet()), *err.maybe_stored()]))
                 ks.status.inventory = extended(old_inventory, handled) or old_inventory
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
                 self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())

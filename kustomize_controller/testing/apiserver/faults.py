@@ -4,6 +4,9 @@ Rules match requests by HTTP method and a regular expression searched in the pat
 ``reject_deletes``, by resource/namespace/name). Contract:
 - ``fail(...)`` answers the next ``count`` matching requests with a ``Status`` of the given code instead of
   serving them (``count=None``: until removed). Nothing is stored for a failed request.
+  ``fail(..., after_store=True)``: the request is served (stored) and its answer replaced by that
+  ``Status``, as when etcd committed but the answer was lost (a timeout, a 5xx after the commit); it only
+  counts requests that stored something (not a dry-run, not one that failed by itself).
 - ``delay(...)`` adds latency before matching requests are served.
 - ``reject_deletes(...)`` refuses DELETEs of matching objects with 403 and the message shape of an
   admission webhook denial; the object is left untouched.
@@ -27,6 +30,7 @@ class FailRule:
     error: ApiStatusError
     remaining: int | None
     hits: int = 0
+    after_store: bool = False
 
     def matches(self, method: str, path: str) -> bool:
         if self.remaining is not None and self.remaining <= 0:
@@ -69,7 +73,7 @@ class FaultInjector:
 
     def fail(self, *, method: str | None = None, path: str | None = None, status: int = 500,
              count: int | None = 1, message: str | None = None, reason: str | None = None,
-             details: dict[str, Any] | None = None) -> FailRule:
+             details: dict[str, Any] | None = None, after_store: bool = False) -> FailRule:
         error = status_for_code(status, message or f"injected failure ({status})")
         if reason is not None:
             error.reason = reason
@@ -77,7 +81,8 @@ class FaultInjector:
             error.details = details
         if status == 429 and error.details is None:
             error.details = {"retryAfterSeconds": 1}
-        rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, error, count)
+        rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, error, count,
+                        after_store=after_store)
         self._fail.append(rule)
         return rule
 
@@ -99,9 +104,11 @@ class FaultInjector:
         self._delay.clear()
         self._deletes.clear()
 
-    def failure_for(self, method: str, path: str) -> ApiStatusError | None:
+    def failure_for(self, method: str, path: str, *, stored: bool = False) -> ApiStatusError | None:
+        """The answer of the first matching rule: before serving (``stored`` False), or in place of the
+        answer of a request that stored something (``stored`` True, ``after_store`` rules)."""
         for rule in self._fail:
-            if rule.matches(method, path):
+            if rule.after_store == stored and rule.matches(method, path):
                 if rule.remaining is not None:
                     rule.remaining -= 1
                 rule.hits += 1

@@ -30,7 +30,7 @@ from .faults import FaultInjector
 from .kinds import ResourceType
 from .objects import with_version
 from .rbac import Attributes, Authorizer, forbidden_message
-from .requestlog import RequestLog, RequestRecord
+from .requestlog import WRITE_VERBS, RequestLog, RequestRecord
 from .selectors import parse_field_selector, parse_label_selector
 from .storage import encode
 from .tokens import TokenIssuer
@@ -157,6 +157,11 @@ class Api:
                 raise injected
             response: web.StreamResponse = await handler(request)
             status = response.status
+            if (info["verb"] in WRITE_VERBS and not info.get("dry_run", False) and status < 400
+                    and not response.prepared):
+                lost = self.faults.failure_for(request.method, request.path, stored=True)
+                if lost is not None:
+                    raise lost  # stored, but the client hears a failure (faults.py)
             if tracked:
                 client_faults.served(user.name, verb=info["verb"], resource=info.get("resource", ""),
                                      status=status, dry_run=info.get("dry_run", False))

@@ -63,6 +63,23 @@ async def test_fail_next_requests_then_recover(cluster):
     assert rule.hits == 2
 
 
+async def test_a_lost_answer_after_the_commit_stores_the_write(cluster):
+    server = cluster.require_server()
+    ns = cluster.namespace
+    rule = server.faults.fail(method="POST", path=r"/configmaps$", status=500, count=1, message="timed out",
+                              after_store=True)
+    async with cluster.session() as http:
+        status, _ = await call(http, "POST", cm_path(ns) + "?dryRun=All", body=configmap("g"))
+        assert status == 201  # a dry-run stores nothing: not counted
+        status, body = await call(http, "POST", cm_path(ns), body=configmap("g"))
+        assert (status, body["message"]) == (500, "timed out")
+        status, _ = await call(http, "GET", cm_path(ns, "g"))
+        assert status == 200  # stored all the same
+        status, _ = await call(http, "POST", cm_path(ns), body=configmap("h"))
+        assert status == 201
+    assert rule.hits == 1
+
+
 async def test_latency_is_added(cluster):
     server = cluster.require_server()
     server.faults.delay(0.3, method="GET", path="/configmaps/slow", count=1)

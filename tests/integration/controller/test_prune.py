@@ -100,6 +100,40 @@ async def test_objects_applied_by_a_controller_killed_before_its_status_write_ar
     assert not await env.exists("v1", "ConfigMap", "b")
 
 
+async def test_an_object_whose_apply_answer_was_lost_stays_in_the_inventory_and_is_pruned_later(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: the server stores "b" but its answer is lost (a 500 after the commit), so the apply fails.
+    "b" exists, labelled as ours: the failed reconcile's inventory must still list it, or a revision
+    without it, reconciled before any successful apply, orphans it. The error is upstream's, unchanged."""
+    from kustomize_controller.reconcile.unreachable import QuickRetries
+    from tests.integration.controller.conftest import condition
+
+    ns = env.namespace
+    # a 5xx is retried within a second (reconcile/unreachable.py), and that retry would find "b" unchanged
+    # and record it: held off, so that the next reconcile is the new revision's
+    monkeypatch.setattr(QuickRetries, "next_delay", lambda self, key: 3600.0)
+    env.server.faults.fail(method="PATCH", path=rf"/namespaces/{ns}/configmaps/b$", status=500, count=1,
+                           message="etcd request timed out", after_store=True)
+    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b"), "c.yaml": configmap("c")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    failed = await env.wait_for("app", lambda o: condition(o, "Reconciling") == ("True", "ProgressingWithRetry"))
+    await env.stop()
+    message = next(c["message"] for c in failed["status"]["conditions"] if c["type"] == "Reconciling")
+    assert f"ConfigMap/{ns}/b apply failed: etcd request timed out" in message, message
+    assert await env.exists("v1", "ConfigMap", "b")  # stored all the same
+    assert not await env.exists("v1", "ConfigMap", "c")  # never attempted
+    assert [e["id"] for e in failed["status"]["inventory"]["entries"]] == [
+        f"{ns}_a__ConfigMap", f"{ns}_b__ConfigMap"]
+
+    second = await env.publish({"a.yaml": configmap("a")})
+    await env.start()
+    obj = await env.wait_ready(revision=second["revision"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    assert not await env.exists("v1", "ConfigMap", "b")
+
+
 async def test_an_unreachable_server_at_the_inventory_record_is_retried_quickly_and_applies_nothing(
     env: ControllerEnv,
 ) -> None:

@@ -14,10 +14,15 @@ Its first controller runs as user ``<run>-1`` and carries the fault (``server.cl
   there (re-watch) or with 410 Expired (relist) — see ``clientfaults.py``.
 - ``lag@n``: its Kustomization watch is served by a cache ``n`` writes behind (each event held until ``n``
   more writes or ``LAG_SECONDS``), its ``resourceVersion=0`` reads of them answered ``n`` writes in the past.
+- combined, on the restarted controller too (user ``<run>-2``: the fresh one, or the standby):
+  ``crash@k+crash@j``: the first dies after its k-th write, the restarted one after its own j-th, and a
+  third (``<run>-3``) converges; ``crash@k+lag@n``: the first dies after its k-th write and the restarted
+  one's Kustomization watch lags ``n`` writes from its start.
 
 Points: the fault-free run counts the writes (W) and events (E) of its controller; every k in 1..W and
-every i in 1..E with ``FAULTS_EXHAUSTIVE=1``, otherwise a sample drawn with a seed made of the scenario
-and fault names (the same points on every run). ``FAULTS_REPORT=<file>`` appends one JSON line per test
+every i in 1..E (pairs: every k in 1..W with every j in 1..W-k+1, every (k, n) in 1..W × ``LAGS``) with
+``FAULTS_EXHAUSTIVE=1``, otherwise a sample drawn with a seed made of the scenario and fault names (the
+same points on every run). ``FAULTS_REPORT=<file>`` appends one JSON line per test
 with what was tried and found.
 """
 
@@ -38,9 +43,9 @@ from tests.integration.controller.conftest import ControllerEnv, Instance
 from tests.integration.faults.oracle import KINDS, State, differences, end_state
 
 EXHAUSTIVE = os.environ.get("FAULTS_EXHAUSTIVE", "") not in ("", "0")
-FAULT_KINDS = ("crash", "close", "expire", "lag")
+FAULT_KINDS = ("crash", "close", "expire", "lag", "crash+crash", "crash+lag")
 # points sampled per fault kind in CI (every point with FAULTS_EXHAUSTIVE=1)
-SAMPLE = {"crash": 3, "close": 1, "expire": 1, "lag": 1}
+SAMPLE = {"crash": 3, "close": 1, "expire": 1, "lag": 1, "crash+crash": 1, "crash+lag": 1}
 LAGS = (1, 2, 3, 5)
 LAG_SECONDS = 2.0
 # the watch cache that lags: the Kustomizations' (a real server has one per resource, each lagging on its
@@ -68,11 +73,20 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # none, crash, close, expire, lag
+    kind: str  # none, crash, close, expire, lag; crash+crash, crash+lag (``then``: the restarted one's)
     at: int = 0
+    then: int = 0
 
     def __str__(self) -> str:
-        return self.kind if self.kind == "none" else f"{self.kind}@{self.at}"
+        if self.kind == "none":
+            return self.kind
+        first, _, second = self.kind.partition("+")
+        return f"{first}@{self.at}" + (f"+{second}@{self.then}" if second else "")
+
+    @property
+    def crashes(self) -> int:
+        """How many controllers this fault kills (when its points are reached)."""
+        return self.kind.split("+").count("crash")
 
 
 @dataclass
@@ -92,8 +106,12 @@ class ScenarioRun:
         self.name = name
         self._directory = directory
         self.instances: list[Instance] = []
-        self.crashed = False
-        self._killed: Instance | None = None
+        self.crashes = 0
+        self._killed: list[Instance] = []
+
+    @property
+    def crashed(self) -> bool:
+        return self.crashes > 0
 
     @property
     def first_user(self) -> str:
@@ -104,7 +122,7 @@ class ScenarioRun:
         first = self._instance()
         faults = self.env.server.client_faults
         kind, at = self.fault.kind, self.fault.at
-        if kind == "crash":
+        if kind.startswith("crash"):
             faults.crash_after(first.user, writes=at, on_crash=lambda: self._crash(first))
         elif kind in ("close", "expire"):
             faults.drop_event(first.user, index=at, then="close" if kind == "close" else "expire")
@@ -121,21 +139,27 @@ class ScenarioRun:
     def _instance(self) -> Instance:
         instance = self.env.instance(f"{self.name}-{len(self.instances) + 1}", self._directory, **self._overrides)
         self.instances.append(instance)
+        if len(self.instances) == 2:  # the restarted controller (or the standby): a combined fault's second
+            faults, then = self.env.server.client_faults, self.fault.then
+            if self.fault.kind == "crash+crash":
+                faults.crash_after(instance.user, writes=then, on_crash=lambda: self._crash(instance))
+            elif self.fault.kind == "crash+lag":
+                faults.lag(instance.user, writes=then, seconds=LAG_SECONDS, resources=LAGGING)
         return instance
 
     def _crash(self, instance: Instance) -> None:
         """Called by the server right after the fatal write: the process is gone (SIGKILL)."""
-        self.crashed = True
-        self._killed = instance
+        self.crashes += 1
+        self._killed.append(instance)
         assert instance.task is not None
         instance.task.cancel()
-        if not self.scenario.standby:
-            self._instance().start()  # the pod restarts
+        if not self.scenario.standby or instance is not self.instances[0]:
+            self._instance().start()  # the pod restarts (a standby that died has no standby of its own)
 
     async def stop(self) -> None:
         """Stop the live controllers gracefully; wait for the killed one to unwind."""
         for instance in self.instances:
-            if instance is not self._killed:
+            if instance not in self._killed:
                 await instance.stop()
         for instance in self.instances:
             await instance.kill()
@@ -199,14 +223,22 @@ class Explorer:
         await self.run(Fault("none"))
         return self.recordings[self.scenario.name]
 
-    def points(self, kind: str, recording: Recording) -> list[int]:
+    def points(self, kind: str, recording: Recording) -> list[Fault]:
+        writes = range(1, recording.writes + 1)
         if kind == "lag":
-            universe = list(LAGS)
+            universe = [Fault(kind, n) for n in LAGS]
+        elif kind == "crash+crash":
+            # the restarted controller redoes what the first left undone, about W - k + 1 writes (a later
+            # point is the plain crash@k again, "not reached")
+            universe = [Fault(kind, k, j) for k in writes for j in range(1, recording.writes - k + 2)]
+        elif kind == "crash+lag":
+            universe = [Fault(kind, k, n) for k in writes for n in LAGS]
         else:
-            universe = list(range(1, (recording.writes if kind == "crash" else recording.events) + 1))
+            universe = [Fault(kind, i) for i in (writes if kind == "crash" else range(1, recording.events + 1))]
         if EXHAUSTIVE or len(universe) <= SAMPLE[kind]:
             return universe
-        return sorted(random.Random(f"{self.scenario.name}/{kind}").sample(universe, SAMPLE[kind]))
+        chosen = random.Random(f"{self.scenario.name}/{kind}").sample(range(len(universe)), SAMPLE[kind])
+        return [universe[i] for i in sorted(chosen)]
 
     async def explore(self, kind: str) -> None:
         """Every chosen point of ``kind`` must end in the recorded state; raises listing those that do not."""
@@ -214,15 +246,18 @@ class Explorer:
         found: dict[str, list[str]] = {}
         tried: list[str] = []
         stats: dict[str, int] = {"held": 0, "stale_reads": 0, "not_reached": 0}
-        for at in self.points(kind, recording):
-            fault = Fault(kind, at)
+        for fault in self.points(kind, recording):
             run, diff = await self.run(fault)
             tried.append(str(fault))
             got = self.env.server.client_faults.stats(run.first_user)
             stats["held"] += got.held
             stats["stale_reads"] += got.stale_reads
-            if (kind == "crash" and not run.crashed) or (kind in ("close", "expire") and not got.dropped):
+            if run.crashes < fault.crashes or (kind in ("close", "expire") and not got.dropped):
                 stats["not_reached"] += 1
+            if kind == "crash+lag" and len(run.instances) > 1:
+                restarted = self.env.server.client_faults.stats(run.instances[1].user)
+                stats["held"] += restarted.held
+                stats["stale_reads"] += restarted.stale_reads
             if diff:
                 found[str(fault)] = diff
         _report({"scenario": self.scenario.name, "kind": kind, "writes": recording.writes,

@@ -20,7 +20,13 @@ from kustomize_controller.apply.manager import (
 )
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.verified import VerifiedApplies
-from kustomize_controller.kube.errors import ConflictError, InvalidError, NotFoundError
+from kustomize_controller.kube.errors import (
+    ConflictError,
+    InternalServerError,
+    InvalidError,
+    NotFoundError,
+    TransportError,
+)
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
 
@@ -83,6 +89,25 @@ async def test_apply_failure_carries_what_was_written() -> None:
         await manager(client).apply_all_staged([cm("a"), cm("b")], ApplyOptions())
     assert str(info.value) == "ConfigMap/default/b apply failed: denied by webhook"
     assert str(info.value.change_set) == "ConfigMap/default/a created"
+    assert info.value.maybe_stored() == []  # a 4xx: the server refused it, nothing was stored
+
+
+@pytest.mark.parametrize("error", [
+    InternalServerError("etcd request timed out", status=500),
+    TransportError("Server disconnected"),
+], ids=["5xx", "connection-lost"])
+async def test_a_failed_write_whose_answer_may_be_lost_names_its_object(error: Exception) -> None:
+    """A 5xx or a lost connection may come after the server stored the object: the error names it, so
+    that the caller keeps it in the inventory (it would be orphaned by a revision without it)."""
+    client = FakeClient()
+    client.seed(cm("b", data={"k": "old"}))
+    client.faults[("apply", "b", False)] = error
+    with pytest.raises(ApplyFailedError) as info:
+        await manager(client).apply_all_staged([cm("a"), cm("b", data={"k": "new"}), cm("c")], ApplyOptions())
+    assert str(info.value) == f"ConfigMap/default/b apply failed: {error}"
+    assert str(info.value.change_set) == "ConfigMap/default/a created"
+    assert [str(e) for e in info.value.maybe_stored()] == ["ConfigMap/default/b configured"]
+    assert info.value.maybe_stored()[0].version == "v1"
 
 
 async def test_skip_rules() -> None:
