@@ -10,7 +10,7 @@ to the cluster before the build succeeded. Before an apply that may create objec
 the old inventory plus those objects is written to the status (so that a controller killed mid-apply
 still prunes them later); after a successful apply the inventory is exactly the applied set (survivors
 of a failed prune are merged back); after a failed apply it is the old one plus what the partial apply
-wrote.
+wrote and the object whose write failed unless the server refused it (``ApplyFailedError.maybe_stored``).
 
 Progress publication: a reconcile that re-verifies the revision already applied (``reverifying``:
 Ready=True for the current generation and ``lastAppliedRevision`` equal to the artifact's) keeps its

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.controller.conftest import ControllerEnv
+from kustomize_controller.reconcile.unreachable import QuickRetries
+from tests.integration.controller.conftest import ControllerEnv, condition
 from tests.integration.controller.manifests import configmap
 
 pytestmark = pytest.mark.integration
@@ -106,9 +107,6 @@ async def test_an_object_whose_apply_answer_was_lost_stays_in_the_inventory_and_
     """Issue 25: the server stores "b" but its answer is lost (a 500 after the commit), so the apply fails.
     "b" exists, labelled as ours: the failed reconcile's inventory must still list it, or a revision
     without it, reconciled before any successful apply, orphans it. The error is upstream's, unchanged."""
-    from kustomize_controller.reconcile.unreachable import QuickRetries
-    from tests.integration.controller.conftest import condition
-
     ns = env.namespace
     # a 5xx is retried within a second (reconcile/unreachable.py), and that retry would find "b" unchanged
     # and record it: held off, so that the next reconcile is the new revision's
