@@ -55,14 +55,11 @@ def usable_cpus(*, root: Path = Path("/"), online: int | None = None) -> UsableC
     source = AFFINITY
     if online is None:
         online, source = _online()
-    found = _quota(root)
-    if found is not None and math.ceil(found[0]) < online:
-        quota, where = found
+    quota, cgroup = _quota(root) or (None, None)
+    if quota is not None and math.ceil(quota) < online:
         return UsableCpus(count=max(1, math.ceil(quota)), source=CGROUP_QUOTA, online=online, quota=quota,
-                          cgroup=where)
-    quota_or_none = found[0] if found is not None else None
-    where_or_none = found[1] if found is not None else None
-    return UsableCpus(count=max(1, online), source=source, online=online, quota=quota_or_none, cgroup=where_or_none)
+                          cgroup=cgroup)
+    return UsableCpus(count=max(1, online), source=source, online=online, quota=quota, cgroup=cgroup)
 
 
 def _online() -> tuple[int, str]:
@@ -80,10 +77,9 @@ def _quota(root: Path) -> tuple[float, str] | None:
     except (OSError, ValueError):
         return None
     for version, path in _cgroup_paths(memberships):
-        mount = next((m for m in mounts if m.version == version and (version == 2 or "cpu" in m.controllers)),
-                     None)
-        if mount is not None:
-            return _tightest(root, mount, path)
+        for mount in mounts:  # the first mount of that hierarchy that shows the process's cgroup
+            if mount.version == version and (version == 2 or "cpu" in mount.controllers) and _inside(path, mount):
+                return _tightest(root, mount, path)
     return None
 
 
@@ -123,12 +119,14 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _tightest(root: Path, mount: _Mount, path: str) -> tuple[float, str] | None:
+def _inside(path: str, mount: _Mount) -> bool:
     cgroup, top = PurePosixPath(path), PurePosixPath(mount.root)
-    if cgroup != top and top not in cgroup.parents:
-        return None  # the process's cgroup is not inside what is mounted: nothing to read
+    return cgroup == top or top in cgroup.parents
+
+
+def _tightest(root: Path, mount: _Mount, path: str) -> tuple[float, str] | None:
     best: tuple[float, str] | None = None
-    relative = cgroup.relative_to(top)
+    relative = PurePosixPath(path).relative_to(mount.root)
     while True:
         directory = str(PurePosixPath(mount.point) / relative)
         quota = _limit(root, directory, mount.version)

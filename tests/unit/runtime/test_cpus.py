@@ -102,6 +102,14 @@ def test_v2_a_cgroup_outside_the_mount_has_no_quota(tmp_path: Path) -> None:
     assert usable_cpus(root=tmp_path, online=4) == UsableCpus(count=4, source=AFFINITY, online=4)
 
 
+def test_v2_the_mount_that_shows_the_cgroup_is_read(tmp_path: Path) -> None:
+    mounts = ("30 23 0:26 /other /mnt/other rw - cgroup2 cgroup2 rw\n"  # a bind mount of another subtree
+              "31 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    _v2(tmp_path, "/pod", {"/mnt/other/pod": "100000 100000", "/sys/fs/cgroup/pod": "200000 100000"}, mount=mounts)
+    cpus = usable_cpus(root=tmp_path, online=4)
+    assert (cpus.count, cpus.cgroup) == (2, "/sys/fs/cgroup/pod")
+
+
 def test_v2_an_escaped_mount_point(tmp_path: Path) -> None:
     mount = "30 23 0:26 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw\n"
     _v2(tmp_path, "/", {"/sys/fs/my cgroup": "100000 100000"}, mount=mount)
