@@ -47,7 +47,7 @@ def bench_env() -> dict[str, str]:
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("BENCH_EXTRA_PYTHONPATH"), str(REPO_ROOT)]))
     return env
 
 
