@@ -48,7 +48,9 @@ def bench_env() -> dict[str, str]:
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    # BENCH_EXTRA_PYTHONPATH: a directory put before the repository for every process the bench starts,
+    # e.g. one with a diagnostic sitecustomize.py (timing the garbage collector)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("BENCH_EXTRA_PYTHONPATH"), str(REPO_ROOT)]))
     return env
 
 
@@ -256,7 +258,7 @@ class ControllerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
-            "--webhook-addr", "127.0.0.1:0", "--log-level", "error", *self.flags,
+            "--webhook-addr", "127.0.0.1:0", "--log-level", os.environ.get("BENCH_LOG_LEVEL", "error"), *self.flags,
             stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_pinned(self.cpus),
         )
         log.close()

@@ -68,6 +68,7 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, pin: bool = True, into:
             samples = await group.samples()
             stats = group.stats()
             m[f"{prefix}.cold_s"] = ready - started
+            m[f"{prefix}.first_ready_s"] = tracker.first_ready(expected) - started
             m[f"{prefix}.cold_ms_per_ks"] = (ready - started) * 1000 / n
             m[f"{prefix}.cold_cpu_s"] = stats.cpu_s
             m[f"{prefix}.cold_cpu_ms_per_ks"] = stats.cpu_s * 1000 / n

@@ -159,6 +159,7 @@ async def cold_start(
             stats = ctrl.stats()
             seconds = ready - started
             m["cold.seconds"] = seconds
+            m["cold.first_ready_s"] = tracker.first_ready(expected) - started
             m["cold.kustomizations_per_s"] = n / seconds
             m["cold.peak_rss_mib"] = stats.peak_rss_mib
             m["cold.cpu_s"] = stats.cpu_s

@@ -367,6 +367,10 @@ class Tracker:
                         what=f"{len(expected)} Kustomizations Ready")
         return max(self.ready_at[(n, r)] for n, r in expected.items())
 
+    def first_ready(self, expected: dict[str, str]) -> float:
+        """When the first of ``expected`` was seen Ready with its expected revision (after ``wait_ready``)."""
+        return min(self.ready_at[(n, r)] for n, r in expected.items())
+
     async def wait_handled(self, names: Iterable[str], token: str, *, within: float) -> float:
         keys = [(n, token) for n in names]
         try:

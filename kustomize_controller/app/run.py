@@ -60,6 +60,7 @@ from kustomize_controller.reconcile.reconciler import KustomizationReconciler, R
 from kustomize_controller.reconcile.source import SourceAccess
 from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
 from kustomize_controller.runtime.clock import Clock, RealClock
+from kustomize_controller.runtime.collector import SurvivorFreezer
 from kustomize_controller.runtime.controller import Controller
 from kustomize_controller.runtime.cpus import UsableCpus, usable_cpus
 from kustomize_controller.runtime.informer import FuncHandler, Informer
@@ -204,9 +205,12 @@ async def run_controller(
         if on_manager is not None:
             on_manager(manager)
         _log.info("starting manager", version=_version())
+        freezer = SurvivorFreezer(clock=clock)  # full collections skip the caches (runtime/collector.py)
+        freezer.install()
         try:
             return await manager.run(handle_signals=handle_signals)
         finally:
+            freezer.close()
             await artifacts.close()
             await client.close()
 

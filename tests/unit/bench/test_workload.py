@@ -234,6 +234,12 @@ def test_tracker_keeps_the_first_time_it_saw_a_state() -> None:
     assert set(tracker.ready_at) == {("app-0", "r1"), ("app-0", "r2")}
 
 
+def test_first_ready_is_the_earliest_of_the_expected_revisions() -> None:
+    tracker = workload.Tracker(cast(KubeClient, None))
+    tracker.ready_at.update({("app-0", "r1"): 5.0, ("app-1", "r1"): 3.0, ("app-1", "r0"): 1.0, ("app-2", "r1"): 9.0})
+    assert tracker.first_ready({"app-0": "r1", "app-1": "r1"}) == 3.0  # app-1 at r0 and app-2 are not expected
+
+
 def test_monorepo_layout_shares_one_platform_component() -> None:
     from bench.monorepo import kustomization as mono_ks
     from bench.monorepo import monorepo_files
