@@ -33,6 +33,7 @@ from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.parse import parse_documents
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.runtime.clock import RealClock
+from kustomize_controller.runtime.cpus import usable_cpus
 
 DEPLOYMENT = """apiVersion: apps/v1
 kind: Deployment
@@ -191,7 +192,7 @@ async def main() -> int:
                 elapsed = time.perf_counter() - t0
                 print(
                     f"\n{args.concurrency} concurrent {n}-object pipelines: {elapsed * 1000:.0f} ms total, "
-                    f"{args.concurrency / elapsed:.1f} builds/s (semaphore = {os.cpu_count()} builders)"
+                    f"{args.concurrency / elapsed:.1f} builds/s (semaphore = {2 * usable_cpus().count} builders)"
                 )
     finally:
         await runner.cleanup()

@@ -70,6 +70,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scale-shards", default=None,
                    help="controller processes of the scale scenario: 1 is one process, k > 1 is k shards "
                         "(--watch-label-selector, one lease each); default 1,4")
+    p.add_argument("--scale-unpinned", action="store_true",
+                   help="run the shards of the scale scenario on every CPU (default: each pinned to its share of "
+                        "the CPUs, as Deployments with a CPU limit on one machine)")
     p.add_argument("--chaos-size", type=int, default=None, help="Kustomizations of the chaos soak (300)")
     p.add_argument("--chaos-duration", type=float, default=None, help="seconds of faults in the chaos soak (120)")
     p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
@@ -110,6 +113,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "scale_sizes": _sizes(args.scale_sizes) if args.scale_sizes else ([100, 200] if quick else
                                                                            [1000, 2000, 5000, 10000]),
         "scale_shards": _sizes(args.scale_shards) if args.scale_shards else [1, 4],
+        "scale_pin": not args.scale_unpinned,
         "chaos": {
             "size": args.chaos_size or (30 if quick else 300),
             "duration": args.chaos_duration or (30.0 if quick else 120.0),
@@ -191,6 +195,7 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
         for size in p.get("scale_sizes", []):
             for shards in p.get("scale_shards", [1]):
                 await record("scale", size, lambda m, size=size, shards=shards: scale.scale(cfg, size, shards=shards,
+                                                                                           pin=p.get("scale_pin", True),
                                                                                            into=m))
     # issue 23: the first decryption with each cloud key service (loopback servers), and a controller
     # that never meets a cloud key does not load them

@@ -3,7 +3,8 @@
 - ``ApiServerProcess``: the embedded API server as its own process (so its CPU is not the controller's
   or the driver's), with ``--simulate-workloads`` (Deployments report Available as on a real cluster),
   started as ``python -m kustomize_controller.testing.apiserver``.
-- ``ControllerProcess``: ``python -m kustomize_controller`` with the flags given; ``stats()`` reads
+- ``ControllerProcess``: ``python -m kustomize_controller`` with the flags given (and, with ``cpus``, an
+  affinity to those CPUs, set before it starts: what a CPU limit would allow it); ``stats()`` reads
   its peak RSS (``VmHWM``, the kernel's high-water mark of this very process), its own CPU seconds
   and the CPU seconds of its reaped children (the kustomize builds); a ``ChildSampler`` polls the
   RSS of live descendants to report the largest kustomize process.
@@ -23,7 +24,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -160,6 +161,18 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _pinned(cpus: frozenset[int] | None) -> Callable[[], None]:
+    """The child's preexec: die with the parent and, with ``cpus``, run only on those CPUs (the controller
+    and the builds it starts inherit the affinity, so it sees as many CPUs as a Deployment limited to that
+    many would)."""
+    def preexec() -> None:
+        _die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return preexec
+
+
 def _log_file(path: Path) -> BinaryIO:
     """A log file handed to a child process (closed by the caller once the child has it)."""
     return path.open("ab")
@@ -206,8 +219,9 @@ class ControllerProcess:
 
     def __init__(self, *, kubeconfig: str, flags: list[str], workdir: Path, name: str = "controller",
                  runtime_namespace: str = "flux-system", module: str = "kustomize_controller",
-                 profile_dir: Path | None = None) -> None:
+                 profile_dir: Path | None = None, cpus: frozenset[int] | None = None) -> None:
         self.kubeconfig = kubeconfig
+        self.cpus = cpus  # None: every CPU of the driver
         self.flags = flags
         self.workdir = workdir
         self.name = name
@@ -245,7 +259,7 @@ class ControllerProcess:
             *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
             "--webhook-addr", "127.0.0.1:0", "--log-level", os.environ.get("BENCH_LOG_LEVEL", "error"), *self.flags,
-            stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_die_with_parent,
+            stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_pinned(self.cpus),
         )
         log.close()
         self.sampler = ChildSampler(self.proc.pid)

@@ -210,6 +210,7 @@ def _issue15(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:
 
 # (label, metric suffix, per-Kustomization figure?) of the scale table (issue 27)
 _SCALE_COLUMNS = (
+    ("CPUs per process", "cpus_per_process"),
     ("cold start (s)", "cold_s"),
     ("cold ms/Ks", "cold_ms_per_ks"),
     ("controller CPU ms/Ks (cold)", "cold_cpu_ms_per_ks"),
@@ -250,7 +251,7 @@ def scale_rows(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str
         for label, suffix in _SCALE_COLUMNS:
             a = _median(table, ("scale", low), f"{layout}.{suffix}")
             b = _median(table, ("scale", high), f"{layout}.{suffix}")
-            if a is None or b is None or not a or suffix == "cold_ms_per_ks":
+            if a is None or b is None or not a or suffix in ("cold_ms_per_ks", "cpus_per_process"):
                 continue
             if suffix == "peak_rss_mib":  # a fixed base plus a slope: give the slope and where it leads
                 slope = (b - a) / (high - low)

@@ -9,12 +9,19 @@ cold start to all Ready, a new revision of every source and one no-op round, wit
 the ``cold`` scenario; CPU and requests are the sum over the shards, peak RSS the largest shard's (each
 shard's is kept too). ``per_ks`` figures divide by ``n``: flat from 1,000 to 10,000 is linear scaling.
 
+Shards are pinned (``pin``, the default): shard ``i`` runs with an affinity to its share of the driver's
+CPUs (:func:`shard_cpus`: CPU ``i mod c`` when there are more shards than CPUs), as ``k`` Deployments with
+``resources.limits.cpu`` on one machine would be limited; each then sizes its builder lanes and parallel
+builds for its share (``kustomize_controller/runtime/cpus.py``) instead of for the whole machine. The single
+process is never pinned. ``cpus_per_process`` records what each process could use.
+
 Nothing is restarted with ``VerifiedApplies`` here (the ``cold`` scenario does that). ``--profile-dir``
 runs the single process under py-spy (its CPU and RSS figures then describe py-spy); shards never are.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from bench.procs import ControllerGroup, metric_sum
@@ -23,12 +30,23 @@ from bench.workload import FLUX_NS, SHARD_KEY, Tracker, setup, shard_of
 from kustomize_controller.app import leader_election_id
 
 
+def shard_cpus(shards: int, cpus: list[int]) -> list[frozenset[int]]:
+    """Each shard's share of ``cpus``: with more shards than CPUs, shard ``i`` gets CPU ``i mod c``; with fewer,
+    shard ``i`` gets every CPU ``j`` with ``j mod shards == i`` (as even a split as there is)."""
+    ordered = sorted(cpus)
+    if shards >= len(ordered):
+        return [frozenset({ordered[i % len(ordered)]}) for i in range(shards)]
+    return [frozenset(ordered[j] for j in range(len(ordered)) if j % shards == i) for i in range(shards)]
+
+
 def shard_flags(cfg: Config, shard: str) -> list[str]:
     return [*cfg.flags, "--enable-leader-election", f"--watch-label-selector={SHARD_KEY} in ({shard})"]
 
 
-async def scale(cfg: Config, n: int, *, shards: int = 1, into: Metrics | None = None) -> Metrics:
+async def scale(cfg: Config, n: int, *, shards: int = 1, pin: bool = True, into: Metrics | None = None) -> Metrics:
     m: Metrics = into if into is not None else {}
+    machine = sorted(os.sched_getaffinity(0))
+    pinned = shard_cpus(shards, machine) if shards > 1 and pin else [None] * shards
     prefix = "one" if shards == 1 else f"shards{shards}"
     labelled = shards if shards > 1 else 0
     async with cluster(cfg, f"scale-{n}-{shards}") as (api, client, artifacts), Tracker(client) as tracker:
@@ -38,9 +56,11 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, into: Metrics | None = 
         names = list(expected)
         members = (
             [controller(cfg, api, name=f"scale-{n}", profile=True)] if shards == 1 else
-            [controller(cfg, api, name=f"scale-{n}-{shard_of(k, shards)}", flags=shard_flags(cfg, shard_of(k, shards)))
+            [controller(cfg, api, name=f"scale-{n}-{shard_of(k, shards)}", flags=shard_flags(cfg, shard_of(k, shards)),
+                        cpus=pinned[k])
              for k in range(shards)]
         )
+        m[f"{prefix}.cpus_per_process"] = float(min(len(cpus) if cpus else len(machine) for cpus in pinned))
         api0 = api_cpu(api)
         started = time.perf_counter()
         async with ControllerGroup(members) as group:

@@ -108,12 +108,14 @@ async def cluster(cfg: Config, label: str, *, api_args: tuple[str, ...] = ()
 
 
 def controller(cfg: Config, api: Cluster, *, name: str, flags: list[str] | None = None,
-               module: str = "kustomize_controller", profile: bool = False) -> ControllerProcess:
-    """The controller process for ``api``; on a real cluster it watches only the benchmark's namespace."""
+               module: str = "kustomize_controller", profile: bool = False,
+               cpus: frozenset[int] | None = None) -> ControllerProcess:
+    """The controller process for ``api`` (on ``cpus`` only, if given); on a real cluster it watches only the
+    benchmark's namespace."""
     extra = ["--watch-all-namespaces=false"] if EXTERNAL_KUBECONFIG else []
     return ControllerProcess(kubeconfig=api.kubeconfig, flags=[*(flags or cfg.flags), *extra], workdir=cfg.workdir,
                              name=name, runtime_namespace=FLUX_NS, module=module,
-                             profile_dir=cfg.profile_dir if profile else None)
+                             profile_dir=cfg.profile_dir if profile else None, cpus=cpus)
 
 
 Samples = dict[tuple[str, str], float]

@@ -303,7 +303,8 @@ FLAGS: tuple[_Flag, ...] = (
           "Publish a reconcile's progress states (Ready=Unknown, Reconciling messages) only once it has run "
           "this long; a quicker reconcile writes only its final status. 0s: every state, as upstream (ours)."),
     _Flag("build-concurrency", "build_concurrency", "int",
-          "The number of kustomize builds run in parallel; 0 means twice the number of CPUs (ours)."),
+          "The number of kustomize builds run in parallel; 0 means twice the number of CPUs this process may use "
+          "(its affinity capped by its cgroup CPU limit) (ours)."),
     _Flag("build-batch-size", "build_batch_size", "int",
           "The most queued kustomize builds one builder process runs together (each root still gets exactly its "
           "own build's output, or is built alone); 1 runs every build in its own process (ours)."),

@@ -62,6 +62,7 @@ from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.collector import SurvivorFreezer
 from kustomize_controller.runtime.controller import Controller
+from kustomize_controller.runtime.cpus import UsableCpus, usable_cpus
 from kustomize_controller.runtime.informer import FuncHandler, Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
 from kustomize_controller.runtime.logs import configure_logging, get_logger
@@ -120,10 +121,14 @@ async def _configure_throttling(client: KubeClient, settings: Settings) -> None:
                   qps=throttling.qps, burst=throttling.burst, probe_error=throttling.probe_error or None)
 
 
-def _log_builder(command: BuilderCommand) -> None:
-    """Say which builder builds, and warn when it is not the kustomize upstream Flux pins."""
+def _log_builder(command: BuilderCommand, cpus: UsableCpus, settings: Settings) -> None:
+    """Say which builder builds, on how many CPUs (and why that many), and warn when it is not the kustomize
+    upstream Flux pins."""
+    quota = {"cpu_quota": cpus.quota, "cgroup": cpus.cgroup} if cpus.quota is not None else {}
     _log.info("kustomize builder", path=command.argv[0], source=command.source, flavour=command.flavour,
-              version=command.version, kustomize_version=command.kustomize_version or None)
+              version=command.version, kustomize_version=command.kustomize_version or None,
+              cpus=cpus.count, cpus_from=cpus.source, **quota,
+              parallel_builds=settings.build_concurrency or 2 * cpus.count)
     if not command.pinned:
         _log.warning("the kustomize builder is not the version upstream Flux pins: some outputs may differ from "
                      "Flux's", path=command.argv[0], kustomize_version=command.kustomize_version or None,
@@ -152,7 +157,8 @@ async def run_controller(
     except BaseException:
         await client.close()  # stopped while starting: the client is all there is to release yet
         raise
-    _log_builder(command)
+    cpus = usable_cpus()  # once: the lanes and slots of every build are sized for it
+    _log_builder(command, cpus, settings)
     runtime_namespace = settings.runtime_namespace or config.namespace
     manager = Manager(
         client=client,
@@ -166,7 +172,7 @@ async def run_controller(
     _add_conversion_webhook(manager, client, clock, settings, runtime_namespace)
     watched = _watched(manager, settings, runtime_namespace)
     async with _http_session() as session:
-        pipeline, artifacts = _build_pipeline(settings, clock, command, session, manager)
+        pipeline, artifacts = _build_pipeline(settings, clock, command, session, manager, cpus.count)
         waits = _health_waits(settings)
         readers = _CacheReaders(
             kustomizations=watched.kustomizations,
@@ -258,8 +264,9 @@ def _watched(manager: Manager, settings: Settings, runtime_namespace: str) -> _W
 
 
 def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, session: aiohttp.ClientSession,
-                    manager: Manager) -> tuple[BuildPipeline, ArtifactCache]:
-    """Fetch, extract, build and cache; the artifact cache is returned too: the caller closes it."""
+                    manager: Manager, cpus: int) -> tuple[BuildPipeline, ArtifactCache]:
+    """Fetch, extract, build and cache, sized for ``cpus`` (a builder lane each, twice as many parallel builds
+    unless ``--build-concurrency`` says otherwise); the artifact cache is returned too: the caller closes it."""
     workspace = Workspace()
     swept = workspace.sweep()
     if swept:
@@ -276,8 +283,9 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
         workspace=workspace, fetcher=fetcher, max_bytes=settings.artifact_cache_max_size, metrics=cache_metrics
     )
     pipeline = BuildPipeline(
-        builder=KustomizeBuilder(command=command, clock=clock, max_parallel=settings.build_concurrency or None,
-                                 max_batch=settings.build_batch_size, workspace=workspace, metrics=cache_metrics),
+        builder=KustomizeBuilder(command=command, clock=clock, cpus=cpus,
+                                 max_parallel=settings.build_concurrency or None, max_batch=settings.build_batch_size,
+                                 workspace=workspace, metrics=cache_metrics),
         workspace=workspace,
         fetcher=fetcher,
         artifacts=artifacts,

@@ -3,8 +3,9 @@
 Contract:
 
 - No build waits for a group to form: a build submitted while a lane and a slot are free runs at once,
-  alone. Builds submitted while every lane (``lanes``: at most that many grouped processes at once,
-  one per CPU by default) or every builder slot is busy queue; when both free, the oldest queued build
+  alone. Builds submitted while every lane (``lanes``: at most that many grouped processes at once;
+  the builder gives one per CPU the process may use, :mod:`~kustomize_controller.runtime.cpus`) or every
+  builder slot is busy queue; when both free, the oldest queued build
   takes them with up to ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts
   waiting for the next. So groups form only under load, and a queued build waits for at most the
   processes running ahead of it, as it would for a slot. (Lanes, not only slots: with one slot per
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -58,10 +58,10 @@ class BatchQueue(Generic[T]):
         alone: Alone[T],
         together: Together[T],
         max_batch: int,
-        lanes: int | None = None,
+        lanes: int,
     ) -> None:
         self._slots = slots
-        self._lanes = asyncio.Semaphore(lanes or os.cpu_count() or 1)
+        self._lanes = asyncio.Semaphore(max(1, lanes))
         self._alone = alone
         self._together = together
         self._max_batch = max(1, max_batch)

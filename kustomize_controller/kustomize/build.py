@@ -34,7 +34,9 @@ Contract:
   for a live heap above 64 MiB, and four parallel builds stay well inside the manifests' 1 GiB limit
   (a 4-object build's heap stays under 10 MB either way). A larger local input keeps Go's default (the
   1,000-object build would otherwise peak at 150-280 MiB instead of 100 MiB).
-- At most ``max_parallel`` builds run at once (default: twice the CPU count: a build's wall time is
+- At most ``max_parallel`` builds run at once (default: twice ``cpus``, the CPUs the process may use —
+  its affinity capped by its cgroup CPU limit, :mod:`~kustomize_controller.runtime.cpus`, so that a
+  Deployment with ``resources.limits.cpu`` is sized for its limit, not the node. Twice: a build's wall time is
   not all CPU — the exec and page-faulting of a ~60 MB binary, pipes — so one slot per CPU left the
   cores idle between builds; a cold start of 100 Kustomizations took ~10 % less with 4 slots than with
   2 on a 2-core machine, bench/analysis.md). Each has a timeout measured on
@@ -71,6 +73,7 @@ from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
 from kustomize_controller.runtime.child import ChildError, ChildResult, run_child
 from kustomize_controller.runtime.clock import Clock
+from kustomize_controller.runtime.cpus import usable_cpus
 
 MIN_KUSTOMIZE = (5, 0, 0)
 MIN_KUBECTL = (1, 27, 0)
@@ -286,6 +289,7 @@ class KustomizeBuilder:
         *,
         command: BuilderCommand,
         clock: Clock,
+        cpus: int | None = None,
         max_parallel: int | None = None,
         timeout: float = DEFAULT_BUILD_TIMEOUT,
         max_output: int = DEFAULT_MAX_OUTPUT,
@@ -294,13 +298,17 @@ class KustomizeBuilder:
         workspace: Workspace | None = None,
         metrics: CacheMetrics | None = None,
     ) -> None:
-        """``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
+        """``cpus``: the CPUs builds may use (the controller passes what it found at start-up; None reads
+        :func:`~kustomize_controller.runtime.cpus.usable_cpus` now): one lane per CPU for grouped builds and,
+        unless ``max_parallel`` says otherwise, twice as many slots.
+        ``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
         ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
         may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`)."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
-        self._slots = asyncio.Semaphore(max_parallel or 2 * (os.cpu_count() or 1))
+        cpus = max(1, cpus or usable_cpus().count)
+        self._slots = asyncio.Semaphore(max_parallel or 2 * cpus)
         self._timeout = timeout
         self._max_output = max_output
         self._workspace = workspace
@@ -308,7 +316,8 @@ class KustomizeBuilder:
         self.batches: BatchQueue[_Job] | None = None
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
-                slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch
+                slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch,
+                lanes=cpus,
             )
 
     def cache_identity(self) -> str:

@@ -22,9 +22,11 @@ from kustomize_controller.kustomize.build import BuilderCommand
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.controller import Controller, Request
+from kustomize_controller.runtime.cpus import AFFINITY, CGROUP_QUOTA, UsableCpus
 from kustomize_controller.runtime.informer import Informer
 from kustomize_controller.runtime.logs import configure_logging
 from kustomize_controller.runtime.metrics import RuntimeMetrics
+from kustomize_controller.settings import Settings
 
 
 class _Idle:
@@ -102,15 +104,19 @@ def test_start_up_says_which_builder_and_warns_when_it_is_not_the_pinned_one(
     log_lines: Callable[[], list[dict[str, Any]]],
 ) -> None:
     pinned = BuilderCommand(("/venv/bin/kubectl", "kustomize"), "kubectl", "v1.36.3", PINNED_KUSTOMIZE, "installed")
-    _log_builder(pinned)
+    _log_builder(pinned, UsableCpus(count=4, source=AFFINITY, online=4), Settings())
     [line] = log_lines()
     assert {k: v for k, v in line.items() if k != "ts"} == {
         "level": "info", "logger": "setup", "msg": "kustomize builder", "path": "/venv/bin/kubectl",
-        "source": "installed", "flavour": "kubectl", "version": "v1.36.3", "kustomize_version": PINNED_KUSTOMIZE}
+        "source": "installed", "flavour": "kubectl", "version": "v1.36.3", "kustomize_version": PINNED_KUSTOMIZE,
+        "cpus": 4, "cpus_from": "affinity", "parallel_builds": 8}
     other = BuilderCommand(("/usr/bin/kubectl", "kustomize"), "kubectl", "v1.32.0", "v5.5.0", "PATH")
-    _log_builder(other)
+    limited = UsableCpus(count=2, source=CGROUP_QUOTA, online=8, quota=1.5, cgroup="/sys/fs/cgroup")
+    _log_builder(other, limited, Settings(build_concurrency=3))
     _, info, warning = log_lines()
     assert (info["level"], info["path"], info["kustomize_version"]) == ("info", "/usr/bin/kubectl", "v5.5.0")
+    assert (info["cpus"], info["cpus_from"], info["cpu_quota"], info["cgroup"], info["parallel_builds"]) == (
+        2, "cgroup quota", 1.5, "/sys/fs/cgroup", 3)
     assert warning["level"] == "warning" and warning["path"] == "/usr/bin/kubectl"
     assert warning["msg"].startswith("the kustomize builder is not the version upstream Flux pins")
     assert (warning["kustomize_version"], warning["pinned"]) == ("v5.5.0", PINNED_KUSTOMIZE)

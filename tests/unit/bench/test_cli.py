@@ -45,6 +45,7 @@ def test_default_plan() -> None:
         "monorepo_size": 1000,
         "scale_sizes": [1000, 2000, 5000, 10000],
         "scale_shards": [1, 4],
+        "scale_pin": True,
         "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
                   "seed": 25, "converge_within": 900.0},
         "wait": False,
@@ -70,6 +71,8 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
 def test_scale_plan_options() -> None:
     p = cli.plan(cli.parse(["--scenarios", "scale", "--scale-sizes", "2000,5000", "--scale-shards", "4"]))
     assert (p["scenarios"], p["scale_sizes"], p["scale_shards"]) == (["scale"], [2000, 5000], [4])
+    assert p["scale_pin"] is True
+    assert cli.plan(cli.parse(["--scale-unpinned"]))["scale_pin"] is False
 
 
 def test_plan_options_override_the_defaults() -> None:

@@ -273,3 +273,17 @@ async def test_a_group_of_controllers_sums_samples_and_cpu_and_keeps_the_largest
     stats = group.stats()
     assert (stats.cpu_s, stats.children_cpu_s, stats.peak_rss_mib) == (5.0, 2.0, 90.0)
     assert [s.peak_rss_mib for s in group.shard_stats()] == [90.0, 70.0]
+
+
+def test_a_pinned_child_runs_on_its_cpus_only() -> None:
+    import subprocess
+    import sys
+
+    one = min(os.sched_getaffinity(0))
+    seen = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                          preexec_fn=procs._pinned(frozenset({one})), capture_output=True, text=True, check=True,
+                          timeout=60)
+    assert seen.stdout.strip() == f"[{one}]"
+    unpinned = subprocess.run([sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
+                              preexec_fn=procs._pinned(None), capture_output=True, text=True, check=True, timeout=60)
+    assert int(unpinned.stdout) == len(os.sched_getaffinity(0))

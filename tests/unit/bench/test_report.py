@@ -388,7 +388,7 @@ def test_scale_rows_give_a_row_per_layout_and_the_growth_per_kustomization() -> 
     def run(size: int, layout: str, cold: float, rss: float) -> dict[str, Any]:
         return {"scenario": "scale", "size": size, "error": "",
                 "metrics": {f"{layout}.cold_s": cold, f"{layout}.cold_cpu_ms_per_ks": 30.0,
-                            f"{layout}.peak_rss_mib": rss}}
+                            f"{layout}.peak_rss_mib": rss, f"{layout}.cpus_per_process": 2.0}}
 
     results = [run(1000, "one", 60.0, 120.0), run(1000, "shards4", 55.0, 70.0),
                run(10000, "one", 660.0, 300.0), run(10000, "shards4", 600.0, 100.0)]
@@ -399,4 +399,5 @@ def test_scale_rows_give_a_row_per_layout_and_the_growth_per_kustomization() -> 
     assert "cold start (s) per Kustomization: 60.0 → 66.0 (ms), ×1.10" in text
     assert "controller CPU ms/Ks (cold): 30.0 → 30.0, ×1.00" in text
     assert "peak RSS MiB (largest process): 120 → 300, 20.5 KiB per added Kustomization; 300 MiB at 10,000" in text
+    assert "CPUs per process" in lines[0] and "CPUs per process" not in text.split("Growth", 1)[1]
     assert report.scale_rows(report._collect([])) == []

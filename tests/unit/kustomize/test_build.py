@@ -21,7 +21,9 @@ from kustomize_controller.kustomize.build import (
     small_input,
 )
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.runtime.clock import FakeClock, RealClock
+from kustomize_controller.runtime.cpus import usable_cpus
 
 
 def script(path: Path, body: str) -> Path:
@@ -273,3 +275,21 @@ async def test_a_build_cancelled_twice_still_reaps_its_child_and_closes_its_pipe
         await build
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
     assert pending == []
+
+
+@pytest.mark.parametrize(
+    ("cpus", "max_parallel", "slots", "lanes"),
+    [(1, None, 2, 1), (3, None, 6, 3), (2, 5, 5, 2)],
+)
+def test_builds_are_sized_for_the_cpus_given(tmp_path: Path, cpus: int, max_parallel: int | None, slots: int,
+                                             lanes: int) -> None:
+    """Twice as many parallel builds as CPUs (``--build-concurrency`` overrides), a lane per CPU for groups."""
+    builder = builder_for(tmp_path / "kustomize", FakeClock(), cpus=cpus, max_parallel=max_parallel,
+                          max_batch=8, workspace=Workspace(tmp_path))
+    assert builder._slots._value == slots
+    assert builder.batches is not None and builder.batches._lanes._value == lanes
+
+
+def test_without_cpus_the_builder_reads_the_usable_cpus(tmp_path: Path) -> None:
+    builder = builder_for(tmp_path / "kustomize", FakeClock())
+    assert builder._slots._value == 2 * usable_cpus().count
