@@ -391,6 +391,8 @@ POLLED = (
     "kustomize_controller_build_cache_requests_total",
     "kustomize_controller_kube_requests_total",  # requests_by_kind
     "kustomize_controller_kube_client_throttling",  # throttling_mode
+    "kustomize_controller_builder_processes_total",  # builds per builder process (scale)
+    "kustomize_controller_builds_shared_total",
 )
 
 

@@ -77,6 +77,8 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, pin: bool = True, into:
                 m[f"{prefix}.cold_apiserver_cpu_ms_per_ks"] = (api_cpu(api) - api0) * 1000 / n
             m[f"{prefix}.cold_requests_per_ks"] = metric_sum(samples, "rest_client_requests_total") / n
             m[f"{prefix}.cold_peak_rss_mib"] = stats.peak_rss_mib
+            m[f"{prefix}.cold_builder_processes"] = metric_sum(samples, "kustomize_controller_builder_processes_total")
+            m[f"{prefix}.cold_builds_shared"] = metric_sum(samples, "kustomize_controller_builds_shared_total")
             if shards > 1:
                 leases = await client.list("coordination.k8s.io/v1", "Lease", FLUX_NS)
                 wanted = {leader_election_id(f"{SHARD_KEY} in ({shard_of(k, shards)})") for k in range(shards)}
