@@ -10,7 +10,8 @@ collection mostly re-proves that the caches are alive. At 10,000 Kustomizations 
 (``gc.freeze``), so the next one walks only what was allocated (and survived the young collections)
 since. What it costs: a reference cycle that becomes garbage while frozen is not reclaimed until the
 permanent generation is walked again. So every ``rescan_every`` seconds (clock time), or once the frozen
-set has grown to ``rescan_growth`` times its size after the last whole walk, the next full collection
+set has grown to ``rescan_growth`` times its size after the last whole walk (looked at every
+``COUNT_EVERY`` seconds at most: counting walks the frozen list), the next full collection
 starts by unfreezing everything (``gc.unfreeze`` in its ``start`` callback) and walks it all — leaked
 cycles live at most that long, and the whole walks cost O(1) per object over time.
 
@@ -27,6 +28,7 @@ from typing import Literal, Protocol
 from kustomize_controller.runtime.clock import Clock
 
 FULL = 2  # the oldest generation: a collection of it walks every tracked object not frozen
+COUNT_EVERY = 10.0  # seconds between two counts of the frozen objects (each walks their list)
 
 Callback = Callable[[Literal["start", "stop"], dict[str, int]], object]  # as typeshed types gc.callbacks
 
@@ -59,7 +61,9 @@ class SurvivorFreezer:
         self._rescan_growth = rescan_growth
         self._gc = collector
         self._last_whole = clock.monotonic()
+        self._last_count = self._last_whole
         self._frozen_after_whole = 0
+        self._froze = False  # this freezer has frozen something since it was installed
         self._whole = False  # the collection in progress walks the unfrozen everything
         self._installed = False
         self.frozen_collections = 0  # full collections that walked only the unfrozen part
@@ -75,15 +79,20 @@ class SurvivorFreezer:
             self._gc.callbacks.remove(self._on_collection)
             self._installed = False
             self._gc.unfreeze()
+            self._froze = False
 
     def _due(self) -> bool:
-        """Whether the collection about to start should walk everything."""
-        frozen = self._gc.get_freeze_count()
-        if frozen == 0:
-            return True  # nothing is frozen: it walks everything anyway
-        if self._clock.monotonic() - self._last_whole >= self._rescan_every:
+        """Whether the collection about to start should walk everything. Counting the frozen objects
+        walks their list, so the growth is looked at once per ``COUNT_EVERY`` seconds at most."""
+        if not self._froze:
+            return True  # nothing frozen yet: it walks everything anyway
+        now = self._clock.monotonic()
+        if now - self._last_whole >= self._rescan_every:
             return True
-        return frozen > self._rescan_growth * self._frozen_after_whole
+        if now - self._last_count < COUNT_EVERY:
+            return False
+        self._last_count = now
+        return self._gc.get_freeze_count() > self._rescan_growth * self._frozen_after_whole
 
     def _on_collection(self, phase: Literal["start", "stop"], info: dict[str, int]) -> None:
         if info.get("generation") != FULL:
@@ -94,6 +103,7 @@ class SurvivorFreezer:
                 self._gc.unfreeze()
             return
         self._gc.freeze()
+        self._froze = True
         if self._whole:
             self._whole = False
             self.whole_collections += 1

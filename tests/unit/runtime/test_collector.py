@@ -9,7 +9,7 @@ import gc
 import weakref
 
 from kustomize_controller.runtime.clock import FakeClock
-from kustomize_controller.runtime.collector import Callback, SurvivorFreezer
+from kustomize_controller.runtime.collector import COUNT_EVERY, Callback, SurvivorFreezer
 
 
 class FakeGC:
@@ -20,6 +20,7 @@ class FakeGC:
         self.alive = 0
         self.frozen = 0
         self.walked: list[int] = []  # objects each full collection walked
+        self.counts = 0  # calls of get_freeze_count (each walks the frozen list in CPython)
 
     def freeze(self) -> None:
         self.frozen += self.alive
@@ -30,6 +31,7 @@ class FakeGC:
         self.frozen = 0
 
     def get_freeze_count(self) -> int:
+        self.counts += 1
         return self.frozen
 
     def collect(self, generation: int = 2) -> None:
@@ -95,15 +97,33 @@ def test_everything_is_walked_again_once_the_frozen_set_has_doubled() -> None:
     fake.alive = 1000
     fake.collect()
     fake.alive = 900
+    asyncio.run(clock.advance(COUNT_EVERY))
     fake.collect()  # 1,000 frozen at its start: not more than twice 1,000
     assert fake.walked[-1] == 900
     fake.alive = 200
+    asyncio.run(clock.advance(COUNT_EVERY))
     fake.collect()  # 1,900 frozen at its start: still not
     assert fake.walked[-1] == 200
     fake.alive = 1
+    asyncio.run(clock.advance(COUNT_EVERY))
     fake.collect()  # 2,100 frozen: more than twice what the last whole walk left
     assert fake.walked[-1] == 2101
     assert freezer.whole_collections == 2
+
+
+def test_the_frozen_objects_are_counted_once_per_interval_at_most() -> None:
+    fake, clock = FakeGC(), FakeClock()
+    _freezer(fake, clock, rescan_growth=2.0)
+    fake.alive = 1000
+    fake.collect()
+    counted = fake.counts
+    fake.alive = 5000  # grown past twice, but too soon after the last count to look
+    fake.collect()
+    fake.collect()
+    assert fake.counts == counted and fake.walked[-2:] == [5000, 0]
+    asyncio.run(clock.advance(COUNT_EVERY))
+    fake.collect()  # now it looks, and walks everything
+    assert fake.counts > counted and fake.walked[-1] == 6000
 
 
 def test_close_removes_the_callback_and_unfreezes() -> None:
