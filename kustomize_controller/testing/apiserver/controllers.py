@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import objects, workloads
 from .errors import ApiStatusError
@@ -25,11 +25,45 @@ from .kinds import CRD_STORAGE_KEY, NAMESPACE_STORAGE_KEY, ResourceType
 from .patch import managed
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from datetime import datetime
+
+    from .kinds import Registry
+    from .storage import Storage
+
+
+class _WallClock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class ClusterState(Protocol):
+    """What the controllers read and write of the cluster (:class:`.cluster.Cluster` is one); a protocol,
+    so that this module does not import the one that imports it."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def clock(self) -> _WallClock: ...
+
+    @property
+    def simulate_workloads(self) -> bool: ...
+
+    @property
+    def ca_bundle(self) -> str: ...
+
+    def now(self) -> str: ...
+
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool, manager: str) -> dict[str, Any]: ...
+
+    def delete(self, rt: ResourceType, namespace: str, name: str, options: dict[str, Any] | None, *,
+               dry_run: bool) -> tuple[dict[str, Any], bool]: ...
 
 
 class Controllers:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterState) -> None:
         self.cluster = cluster
         # Deployment uid → (pod template, revision): the ReplicaSets a Deployment controller would keep
         self._templates: dict[str, tuple[str, int]] = {}
