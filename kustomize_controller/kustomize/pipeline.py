@@ -49,7 +49,6 @@ import dataclasses
 import json
 import os
 import shutil
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +73,7 @@ from kustomize_controller.kustomize.extract import (
 )
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.generate import Overlay, generate
+from kustomize_controller.kustomize.memo import Memo, estimate
 from kustomize_controller.kustomize.parse import Document, digest, dump_object, parse_documents, render
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
 from kustomize_controller.kustomize.reach import Reach, materialise, reach, write_generated
@@ -90,7 +90,8 @@ if TYPE_CHECKING:
     from kustomize_controller.api.kustomization import Kustomization
 
 DECRYPT_KEY = "kustomize.toolkit.fluxcd.io/decrypt"
-_REACH_MEMO_SIZE = 4096  # (artifact, path, overlay) combinations remembered; a few KiB each
+REACH_MEMO_BYTES = 32 << 20  # what builds reach, per (artifact, path, overlay): ~1-2 KiB each (memo.py)
+SELECT_MEMO_BYTES = 8 << 20  # where spec.path leads in a cached artifact: a few hundred bytes each
 
 
 class Decryptor(Protocol):
@@ -226,6 +227,13 @@ def _realpaths(*paths: Path) -> list[str]:
     return [os.path.realpath(p) for p in paths]
 
 
+def _reach_size(key: tuple[str, str, str, str, bool], found: Reach) -> int:
+    """The reach memo's estimate of an entry (:func:`.memo.estimate`); a batch hint's affixes count too."""
+    affixes = (*found.batch.prefixes, *found.batch.suffixes) if found.batch is not None else ()
+    return estimate(*key[:4], found.files, found.dirs, found.trees, found.remote, found.content_key,
+                    found.kustomization_file, found.generated, affixes)
+
+
 def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:
     real_source, real_dir = (Path(p) for p in _realpaths(source, source_dir))
     return reach(real_source, real_dir, options.overlay, allow_remote=options.allow_remote_bases)
@@ -280,9 +288,11 @@ class BuildPipeline:
         self._fetcher = fetcher
         self._artifacts = artifacts
         self._builds = builds
-        self._reach_memo: OrderedDict[tuple[str, str, str, str, bool], Reach] = OrderedDict()
+        self._reach_memo: Memo[tuple[str, str, str, str, bool], Reach] = Memo(
+            max_bytes=REACH_MEMO_BYTES, size=_reach_size)
         # spec.path resolved in a cached artifact's tree, relative to it: (url, digest, path) → path
-        self._select_memo: OrderedDict[tuple[str, str, str], Path] = OrderedDict()
+        self._select_memo: Memo[tuple[str, str, str], Path] = Memo(
+            max_bytes=SELECT_MEMO_BYTES, size=lambda key, path: estimate(*key, str(path)))
         self._max_extract_bytes = max_extract_bytes
         self._max_extract_entries = max_extract_entries
 
@@ -356,12 +366,9 @@ class BuildPipeline:
         key = (*artifact, path)
         relative = self._select_memo.get(key)
         if relative is not None:
-            self._select_memo.move_to_end(key)
             return shared / relative
         directory = self._select(shared, shared, path).directory
-        self._select_memo[key] = directory.relative_to(shared)
-        while len(self._select_memo) > _REACH_MEMO_SIZE:
-            self._select_memo.popitem(last=False)
+        self._select_memo.put(key, directory.relative_to(shared))
         return directory
 
     async def _reach(self, checkout: Checkout, source: Path, source_dir: Path, options: BuildOptions) -> Reach:
@@ -374,13 +381,10 @@ class BuildPipeline:
             memo_key = (*checkout.artifact, str(source_dir.relative_to(source)), overlay, options.allow_remote_bases)
             found = self._reach_memo.get(memo_key)
             if found is not None:
-                self._reach_memo.move_to_end(memo_key)
                 return found
         found = await asyncio.to_thread(_reach_real, source, source_dir, options)
         if memo_key is not None:
-            self._reach_memo[memo_key] = found
-            while len(self._reach_memo) > _REACH_MEMO_SIZE:
-                self._reach_memo.popitem(last=False)
+            self._reach_memo.put(memo_key, found)
         return found
 
     async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> tuple[Path, Path]:
