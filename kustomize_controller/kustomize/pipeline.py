@@ -90,8 +90,11 @@ if TYPE_CHECKING:
     from kustomize_controller.api.kustomization import Kustomization
 
 DECRYPT_KEY = "kustomize.toolkit.fluxcd.io/decrypt"
-REACH_MEMO_BYTES = 32 << 20  # what builds reach, per (artifact, path, overlay): ~1-2 KiB each (memo.py)
-SELECT_MEMO_BYTES = 8 << 20  # where spec.path leads in a cached artifact: a few hundred bytes each
+# What builds reach, per (artifact, path, overlay), and where spec.path leads in a cached artifact
+# (memo.py): estimated at ~1.4 KiB and ~0.6 KiB an entry for a small Kustomization, so each holds ~12,000
+# of those; the least recently used go first, which after a new revision are the old revision's.
+REACH_MEMO_BYTES = 16 << 20
+SELECT_MEMO_BYTES = 8 << 20
 
 
 class Decryptor(Protocol):

@@ -43,7 +43,7 @@ def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
 
 
 def test_a_round_robin_over_ten_thousand_small_entries_hits_once_they_fit() -> None:
-    memo = _memo(32 << 20)
+    memo = _memo(16 << 20)
     keys = [f"https://source/gitrepository/flux-system/app-{i}/sha256:{i:064x}" for i in range(10_000)]
     misses = 0
     for _round in range(2):
