@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import hashlib
 import io
-import os
 import statistics
 import sys
 import tarfile
@@ -27,7 +26,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder, parallel_builds
 from kustomize_controller.kustomize.extract import Workspace, extract_tarball
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.parse import parse_documents
@@ -122,6 +121,7 @@ async def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     clock = RealClock()
+    cpus = usable_cpus().count  # what the builder below sizes its slots for
     command = await detect_builder(clock=clock)
     blobs = {f"/{n}.tgz": make_artifact(n) for n in sizes}
     runner, url = await serve(blobs)
@@ -130,7 +130,7 @@ async def main() -> int:
         {"path": "app", "postBuild": {"substitute": {"TIER": "gold"}}}, no_remote_bases=True
     )
     print(f"builder: {' '.join(command.argv)} ({command.version}, kustomize {command.kustomize_version})")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, median of {args.repeat} runs, times in ms\n")
+    print(f"python {sys.version.split()[0]}, {cpus} usable CPUs, median of {args.repeat} runs, times in ms\n")
     header = (
         f"{'objects':>7} {'tgz KiB':>8} {'download':>8} {'extract':>8} {'builder':>8} {'parse':>8}"
         f" {'pipeline':>8} {'+subst':>8}"
@@ -141,7 +141,7 @@ async def main() -> int:
             fetcher = ArtifactFetcher(session=session, clock=clock, env={})
             with tempfile.TemporaryDirectory() as tmp:
                 workspace = Workspace(Path(tmp) / "ws")
-                builder = KustomizeBuilder(command=command, clock=clock)
+                builder = KustomizeBuilder(command=command, clock=clock, cpus=cpus)
                 pipeline = BuildPipeline(builder=builder, workspace=workspace, fetcher=fetcher)
                 for n in sizes:
                     blob = blobs[f"/{n}.tgz"]
@@ -192,7 +192,7 @@ async def main() -> int:
                 elapsed = time.perf_counter() - t0
                 print(
                     f"\n{args.concurrency} concurrent {n}-object pipelines: {elapsed * 1000:.0f} ms total, "
-                    f"{args.concurrency / elapsed:.1f} builds/s (semaphore = {2 * usable_cpus().count} builders)"
+                    f"{args.concurrency / elapsed:.1f} builds/s (semaphore = {parallel_builds(cpus)} builders)"
                 )
     finally:
         await runner.cleanup()

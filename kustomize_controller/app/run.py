@@ -41,7 +41,7 @@ from kustomize_controller.kube.config import ClientConfig, load_config
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.kube.flowcontrol import configure_throttling
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
-from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder, detect_builder, parallel_builds
 from kustomize_controller.kustomize.build_cache import BuildCache
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
@@ -128,7 +128,7 @@ def _log_builder(command: BuilderCommand, cpus: UsableCpus, settings: Settings) 
     _log.info("kustomize builder", path=command.argv[0], source=command.source, flavour=command.flavour,
               version=command.version, kustomize_version=command.kustomize_version or None,
               cpus=cpus.count, cpus_from=cpus.source, **quota,
-              parallel_builds=settings.build_concurrency or 2 * cpus.count)
+              parallel_builds=parallel_builds(cpus.count, settings.build_concurrency or None))
     if not command.pinned:
         _log.warning("the kustomize builder is not the version upstream Flux pins: some outputs may differ from "
                      "Flux's", path=command.argv[0], kustomize_version=command.kustomize_version or None,

@@ -101,6 +101,12 @@ class BuilderCommand:
         return self.kustomize_version == PINNED_KUSTOMIZE
 
 
+def parallel_builds(cpus: int, max_parallel: int | None = None) -> int:
+    """How many builds run at once: ``max_parallel`` (``--build-concurrency``) or twice ``cpus`` (the
+    module contract says why twice)."""
+    return max_parallel or 2 * max(1, cpus)
+
+
 def _parse_version(text: str) -> tuple[int, int, int] | None:
     m = _VERSION_RE.search(text)
     if not m:
@@ -308,7 +314,7 @@ class KustomizeBuilder:
         self._go_max_procs = go_max_procs
         self._clock = clock
         cpus = max(1, cpus or usable_cpus().count)
-        self._slots = asyncio.Semaphore(max_parallel or 2 * cpus)
+        self._slots = asyncio.Semaphore(parallel_builds(cpus, max_parallel))
         self._timeout = timeout
         self._max_output = max_output
         self._workspace = workspace
