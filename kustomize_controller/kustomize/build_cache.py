@@ -28,11 +28,11 @@ import dataclasses
 import hashlib
 import json
 import pickle
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
+from kustomize_controller.kustomize.memo import Memo
 
 PIPELINE_VERSION = "1"
 DEFAULT_BUILD_CACHE_MAX_BYTES = 16 << 20
@@ -69,8 +69,8 @@ class BuildCache:
     def __init__(self, *, max_bytes: int = DEFAULT_BUILD_CACHE_MAX_BYTES, metrics: CacheMetrics | None = None) -> None:
         self._max_bytes = max_bytes
         self._metrics = metrics
-        self._entries: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
-        self._bytes = 0
+        self._entries: Memo[str, tuple[bytes, str]] = Memo(
+            max_bytes=max_bytes, size=lambda _key, entry: len(entry[0]) + _ENTRY_OVERHEAD)
 
     @property
     def enabled(self) -> bool:
@@ -78,7 +78,7 @@ class BuildCache:
 
     @property
     def bytes(self) -> int:
-        return self._bytes
+        return self._entries.bytes
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -102,24 +102,12 @@ class BuildCache:
         self._insert(key, blob, digest)
 
     def _lookup(self, key: str) -> tuple[_Blob, str] | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
+        return self._entries.get(key)
 
     def _insert(self, key: str, blob: _Blob, digest: str) -> None:
-        if len(blob) + _ENTRY_OVERHEAD > self._max_bytes:
-            return
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self._bytes -= len(old[0]) + _ENTRY_OVERHEAD
-        self._entries[key] = (blob, digest)
-        self._bytes += len(blob) + _ENTRY_OVERHEAD
-        while self._bytes > self._max_bytes and self._entries:
-            _, (evicted, _) = self._entries.popitem(last=False)
-            self._bytes -= len(evicted) + _ENTRY_OVERHEAD
+        self._entries.put(key, (blob, digest))
         if self._metrics is not None:
-            self._metrics.set_build_bytes(self._bytes)
+            self._metrics.set_build_bytes(self._entries.bytes)
 
     def record(self, result: str) -> None:
         """Count a lookup: ``hit``, ``miss`` or ``bypass``."""

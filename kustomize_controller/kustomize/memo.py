@@ -1,4 +1,6 @@
-"""A least-recently-used memo bounded by an estimate of the bytes it holds: :class:`Memo`.
+"""A least-recently-used memo bounded by an estimate of the bytes it holds: :class:`Memo`. The build
+cache keeps its serialised builds in one (:mod:`.build_cache`, sized by their length); the pipeline its
+memos below.
 
 The pipeline remembers, per artifact, where ``spec.path`` leads and what a build can reach
 (:mod:`.pipeline`). Every Kustomization is reconciled in turn, so the entries are used round-robin: a
@@ -14,7 +16,7 @@ a fixed overhead, :func:`estimate`); an entry larger than the whole budget is no
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -46,6 +48,10 @@ class Memo(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def values(self) -> Iterator[V]:
+        """The values kept, least recently used first (no lookup: the order is left as it is)."""
+        return (value for value, _ in self._entries.values())
 
     def get(self, key: K) -> V | None:
         found = self._entries.get(key)
