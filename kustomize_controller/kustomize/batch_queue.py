@@ -2,15 +2,20 @@
 
 Contract:
 
-- No build waits for a group to form: a build submitted while a lane and a slot are free runs at once,
-  alone. Builds submitted while every lane (``lanes``: at most that many grouped processes at once;
-  the builder gives one per CPU the process may use, :mod:`~kustomize_controller.runtime.cpus`) or every
-  builder slot is busy queue; when both free, the oldest queued build
-  takes them with up to ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts
-  waiting for the next. So groups form only under load, and a queued build waits for at most the
-  processes running ahead of it, as it would for a slot. (Lanes, not only slots: with one slot per
-  busy CPU still free, a trickle of builds would each start a process of their own; fewer, fuller
-  processes spend less CPU, measured in bench/analysis.md.)
+- A build waits for a group to form only in a burst: one submitted while a lane and a slot are free
+  runs at once, alone, unless another build was submitted less than ``BURST`` (1 s) before it. In a
+  burst it takes the free lane and waits there for company until ``gather_size`` builds (itself
+  included) are queued or ``gather`` seconds have passed since it was submitted, whichever is first
+  (time spent waiting for the lane counts). A lone change in a quiet controller therefore never waits;
+  the builds of a cold start or of a new revision, which trickle in, share processes instead of
+  starting one each (measured in bench/analysis.md).
+- Builds submitted while every lane (``lanes``: at most that many grouped processes at once; the
+  builder gives one per CPU the process may use, :mod:`~kustomize_controller.runtime.cpus`) or every
+  builder slot is busy queue; when both free, the oldest queued build takes them with up to
+  ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts waiting for the next.
+  So a queued build waits for at most the processes running ahead of it (and, in a burst, ``gather``),
+  as it would for a slot. (Lanes, not only slots: with one slot per busy CPU still free, a trickle of
+  builds would each start a process of their own; fewer, fuller processes spend less CPU.)
 - A group of one is built alone (``alone``); a larger group once by ``together``, which returns each
   member's output or None for an output it does not trust. A member without a trusted output is built
   alone. When ``together`` fails, the group is split in halves and each half is built the same way, down
@@ -22,8 +27,8 @@ Contract:
 - Cancellation: a queued build that is cancelled leaves the queue; a member cancelled while its group
   builds only loses its result. When the leader is cancelled mid-group (shutdown, lost leadership), the
   builder process is killed as any build's is, and the members still waiting go back to the head of
-  the queue, where the oldest leads again. No task is started here: every group runs in the task of
-  the build that leads it.
+  the queue, where the oldest leads again. Every group runs in the task of the build that leads it; the
+  only task started here is the timer of a burst's wait, cancelled when the wait ends however it ends.
 """
 
 from __future__ import annotations
@@ -34,13 +39,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from kustomize_controller.runtime.clock import Clock
+
 T = TypeVar("T")
+
+BURST = 1.0  # seconds: a build submitted this soon after another one is part of a burst (may gather)
 
 
 @dataclass(eq=False)
 class _Member(Generic[T]):
     job: T
     done: asyncio.Future[bytes]
+    since: float  # when it was submitted (the clock's monotonic time)
+    burst: bool  # another build was submitted less than ``BURST`` before it
     lead: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -59,12 +70,20 @@ class BatchQueue(Generic[T]):
         together: Together[T],
         max_batch: int,
         lanes: int,
+        gather: float = 0.0,
+        gather_size: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._slots = slots
+        self._gather = gather if clock is not None else 0.0
+        self._clock = clock
+        self._max_batch = max(1, max_batch)
+        self._gather_size = min(self._max_batch, max(1, gather_size or self._max_batch))
+        self._last_submit: float | None = None
+        self._filled: asyncio.Future[None] | None = None  # set when a gathering leader's group is full
         self._lanes = asyncio.Semaphore(max(1, lanes))
         self._alone = alone
         self._together = together
-        self._max_batch = max(1, max_batch)
         self._queue: collections.deque[_Member[T]] = collections.deque()
         self._leader: _Member[T] | None = None  # the member waiting for a slot to run the next group
         self.groups = 0  # processes that built more than one job (for tests and the bench)
@@ -72,8 +91,13 @@ class BatchQueue(Generic[T]):
 
     async def submit(self, job: T) -> bytes:
         """Build ``job``: its output, or its own build's error."""
-        member = _Member(job, asyncio.get_running_loop().create_future())
+        now = self._clock.monotonic() if self._clock is not None else 0.0
+        burst = self._last_submit is not None and now - self._last_submit < BURST
+        self._last_submit = now
+        member = _Member(job, asyncio.get_running_loop().create_future(), now, burst)
         self._queue.append(member)
+        if self._filled is not None and not self._filled.done() and len(self._queue) >= self._gather_size:
+            self._filled.set_result(None)
         self._elect()
         try:
             while not member.done.done():
@@ -102,17 +126,35 @@ class BatchQueue(Generic[T]):
     async def _lead(self, member: _Member[T]) -> None:
         group: list[_Member[T]] = []
         try:
-            async with self._lanes, self._slots:
-                self._leader = None
-                group = self._take(member)
-                self._elect()
-                await self._build(group)
+            async with self._lanes:
+                await self._gather_behind(member)
+                async with self._slots:
+                    self._leader = None
+                    group = self._take(member)
+                    self._elect()
+                    await self._build(group)
         finally:
             # cancelled mid-group: whoever still waits goes back to the head of the queue
             for other in reversed(group):
                 if other is not member and not other.done.done():
                     self._queue.appendleft(other)
             self._elect()
+
+    async def _gather_behind(self, member: _Member[T]) -> None:
+        """In a burst, let the group fill: wait (holding the lane) until ``gather_size`` builds are queued or
+        ``gather`` has passed since ``member`` was submitted, whichever comes first."""
+        if not member.burst or self._clock is None:
+            return
+        left = member.since + self._gather - self._clock.monotonic()
+        if left <= 0 or len(self._queue) >= self._gather_size:
+            return
+        self._filled = asyncio.get_running_loop().create_future()
+        timer = asyncio.ensure_future(self._clock.sleep(left))
+        try:
+            await asyncio.wait((self._filled, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            self._filled = None
 
     def _take(self, member: _Member[T]) -> list[_Member[T]]:
         group = [member]

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from kustomize_controller.kustomize.batch_queue import BatchQueue
+from kustomize_controller.kustomize.batch_queue import BURST, BatchQueue
+from kustomize_controller.runtime.clock import FakeClock
 
 
 class Fake:
@@ -193,3 +194,80 @@ async def test_lanes_bound_the_grouped_processes_so_that_groups_fill() -> None:
     await first
     assert [await t for t in rest] == [b"a", b"b", b"c"]
     assert fake.processes == [["first"], ["a", "b", "c"]]
+
+
+# --- gathering in a burst (``gather``) --------------------------------------------------------------
+
+
+def gathering(fake: Fake, clock: FakeClock, *, max_batch: int = 8, gather: float = 0.1) -> BatchQueue[str]:
+    return BatchQueue(slots=asyncio.Semaphore(2), alone=fake.alone, together=fake.together, max_batch=max_batch,
+                      lanes=1, gather=gather, clock=clock)
+
+
+async def spin(times: int = 10) -> None:
+    for _ in range(times):
+        await asyncio.sleep(0)
+
+
+async def test_a_build_with_none_submitted_just_before_it_never_waits() -> None:
+    fake, clock = Fake(), FakeClock()
+    q = gathering(fake, clock)
+    assert await q.submit("a") == b"a"  # the clock never moves: nothing waited on it
+    await clock.advance(BURST)  # the burst has ended
+    assert await q.submit("b") == b"b"
+    assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
+
+
+async def test_in_a_burst_a_free_builder_waits_for_its_group_until_the_window_closes() -> None:
+    fake, clock = Fake(), FakeClock()
+    q = gathering(fake, clock)
+    assert await q.submit("a") == b"a"
+    await clock.advance(0.5)
+    b = asyncio.ensure_future(q.submit("b"))  # half a second after a: a burst, so it waits for company
+    await spin()
+    assert len(fake.processes) == 1
+    await clock.advance(0.03)
+    c, d = await submit_behind(q, "cd")
+    await spin()
+    assert len(fake.processes) == 1
+    await clock.advance(0.07)  # 100 ms after b was submitted
+    assert [await t for t in (b, c, d)] == [b"b", b"c", b"d"]
+    assert fake.processes == [["a"], ["b", "c", "d"]] and clock.pending_sleepers == 0
+
+
+async def test_a_full_group_does_not_wait_for_the_window() -> None:
+    fake, clock = Fake(), FakeClock()
+    q = gathering(fake, clock, max_batch=3)
+    assert await q.submit("a") == b"a"
+    tasks = await submit_behind(q, "bcd")
+    assert [await t for t in tasks] == [b"b", b"c", b"d"]  # the clock never moved
+    assert fake.processes == [["a"], ["b", "c", "d"]] and clock.pending_sleepers == 0
+
+
+async def test_time_spent_waiting_for_a_lane_counts_towards_the_window() -> None:
+    fake, clock = Fake(), FakeClock()
+    q = gathering(fake, clock)
+    first = await busy(q, fake, "first")
+    rest = await submit_behind(q, "ab")
+    await clock.advance(0.2)  # the lane stays busy for longer than the window
+    assert fake.gate is not None
+    fake.gate.set()
+    await first
+    assert [await t for t in rest] == [b"a", b"b"]  # no further wait once the lane was free
+    assert fake.processes == [["first"], ["a", "b"]] and clock.pending_sleepers == 0
+
+
+async def test_a_gathering_leader_cancelled_hands_the_lead_on() -> None:
+    fake, clock = Fake(), FakeClock()
+    q = gathering(fake, clock)
+    assert await q.submit("a") == b"a"
+    leader = asyncio.ensure_future(q.submit("leader"))
+    await spin()
+    other = asyncio.ensure_future(q.submit("other"))
+    await spin()
+    leader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    await clock.advance(0.1)
+    assert await other == b"other"
+    assert fake.processes == [["a"], ["other"]] and clock.pending_sleepers == 0
