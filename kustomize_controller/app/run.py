@@ -41,7 +41,13 @@ from kustomize_controller.kube.config import ClientConfig, load_config
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.kube.flowcontrol import configure_throttling
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
-from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder, detect_builder, parallel_builds
+from kustomize_controller.kustomize.build import (
+    BuilderCommand,
+    KustomizeBuilder,
+    detect_builder,
+    gather_size,
+    parallel_builds,
+)
 from kustomize_controller.kustomize.build_cache import BuildCache
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.extract import Workspace
@@ -128,7 +134,9 @@ def _log_builder(command: BuilderCommand, cpus: UsableCpus, settings: Settings) 
     _log.info("kustomize builder", path=command.argv[0], source=command.source, flavour=command.flavour,
               version=command.version, kustomize_version=command.kustomize_version or None,
               cpus=cpus.count, cpus_from=cpus.source, **quota,
-              parallel_builds=parallel_builds(cpus.count, settings.build_concurrency or None))
+              parallel_builds=parallel_builds(cpus.count, settings.build_concurrency or None),
+              batch_size=settings.build_batch_size, batch_wait_s=settings.build_batch_wait.total_seconds(),
+              batch_wait_until=gather_size(settings.concurrent))
     if not command.pinned:
         _log.warning("the kustomize builder is not the version upstream Flux pins: some outputs may differ from "
                      "Flux's", path=command.argv[0], kustomize_version=command.kustomize_version or None,
@@ -285,6 +293,8 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
     pipeline = BuildPipeline(
         builder=KustomizeBuilder(command=command, clock=clock, cpus=cpus,
                                  max_parallel=settings.build_concurrency or None, max_batch=settings.build_batch_size,
+                                 batch_gather=settings.build_batch_wait.total_seconds(),
+                                 batch_gather_size=gather_size(settings.concurrent),
                                  workspace=workspace, metrics=cache_metrics),
         workspace=workspace,
         fetcher=fetcher,

@@ -107,6 +107,13 @@ def parallel_builds(cpus: int, max_parallel: int | None = None) -> int:
     return max_parallel or 2 * max(1, cpus)
 
 
+def gather_size(workers: int) -> int:
+    """How many builds end a burst's wait for a group (``--build-batch-wait``): half the reconcile workers
+    (``--concurrent``), at least 2. Every worker waiting in one group would leave nothing else running;
+    with half of them waiting, the others keep fetching and applying (measured in bench/analysis.md)."""
+    return max(2, workers // 2)
+
+
 def _parse_version(text: str) -> tuple[int, int, int] | None:
     m = _VERSION_RE.search(text)
     if not m:
@@ -301,6 +308,8 @@ class KustomizeBuilder:
         max_output: int = DEFAULT_MAX_OUTPUT,
         go_max_procs: int | None = 1,
         max_batch: int = 1,
+        batch_gather: float = 0.0,
+        batch_gather_size: int | None = None,
         workspace: Workspace | None = None,
         metrics: CacheMetrics | None = None,
     ) -> None:
@@ -323,7 +332,7 @@ class KustomizeBuilder:
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
                 slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch,
-                lanes=cpus,
+                lanes=cpus, gather=batch_gather, gather_size=batch_gather_size, clock=clock,
             )
 
     def cache_identity(self) -> str:

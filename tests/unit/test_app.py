@@ -109,7 +109,8 @@ def test_start_up_says_which_builder_and_warns_when_it_is_not_the_pinned_one(
     assert {k: v for k, v in line.items() if k != "ts"} == {
         "level": "info", "logger": "setup", "msg": "kustomize builder", "path": "/venv/bin/kubectl",
         "source": "installed", "flavour": "kubectl", "version": "v1.36.3", "kustomize_version": PINNED_KUSTOMIZE,
-        "cpus": 4, "cpus_from": "affinity", "parallel_builds": 8}
+        "cpus": 4, "cpus_from": "affinity", "parallel_builds": 8,
+        "batch_size": 32, "batch_wait_s": 0.25, "batch_wait_until": 2}
     other = BuilderCommand(("/usr/bin/kubectl", "kustomize"), "kubectl", "v1.32.0", "v5.5.0", "PATH")
     limited = UsableCpus(count=2, source=CGROUP_QUOTA, online=8, quota=1.5, cgroup="/sys/fs/cgroup")
     _log_builder(other, limited, Settings(build_concurrency=3))
