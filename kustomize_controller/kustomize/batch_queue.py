@@ -2,18 +2,20 @@
 
 Contract:
 
-- A build waits for a group to form only in a burst: one submitted while a lane and a slot are free
-  runs at once, alone, unless another build was submitted less than ``BURST`` (1 s) before it. In a
-  burst it takes the free lane and waits there for company until ``gather_size`` builds (itself
-  included) are queued or ``gather`` seconds have passed since it was submitted, whichever is first
-  (time spent waiting for the lane counts). A lone change in a quiet controller therefore never waits;
-  the builds of a cold start or of a new revision, which trickle in, share processes instead of
-  starting one each (measured in bench/analysis.md).
+- A build waits for a group to form only in a burst: one that finds a lane and a slot free runs at
+  once, alone, unless another build was submitted less than ``BURST`` (1 s) before it *and* ``demand``
+  (:class:`BuildDemand`) counts another reconcile in progress. Then it takes the free lane and waits
+  there for company until ``gather_size`` builds (itself included) are queued or ``gather`` seconds have
+  passed since it was submitted (time spent waiting for the lane counts), whichever is first. So a
+  change reconciled while no other reconcile runs never waits, however soon after the last one it
+  comes, and neither does a lone change among no-op reconciles (they build nothing); the builds of a
+  cold start or of a new revision, which trickle in while other reconciles fetch and apply, share
+  processes instead of starting one each (measured in bench/analysis.md).
 - Builds submitted while every lane (``lanes``: at most that many grouped processes at once; the
   builder gives one per CPU the process may use, :mod:`~kustomize_controller.runtime.cpus`) or every
   builder slot is busy queue; when both free, the oldest queued build takes them with up to
   ``max_batch - 1`` of those queued behind it (FIFO), and the next oldest starts waiting for the next.
-  So a queued build waits for at most the processes running ahead of it (and, in a burst, ``gather``),
+  So a queued build waits for at most the processes running ahead of it (and a wait for company),
   as it would for a slot. (Lanes, not only slots: with one slot per busy CPU still free, a trickle of
   builds would each start a process of their own; fewer, fuller processes spend less CPU.)
 - A group of one is built alone (``alone``); a larger group once by ``together``, which returns each
@@ -28,7 +30,8 @@ Contract:
   builds only loses its result. When the leader is cancelled mid-group (shutdown, lost leadership), the
   builder process is killed as any build's is, and the members still waiting go back to the head of
   the queue, where the oldest leads again. Every group runs in the task of the build that leads it; the
-  only task started here is the timer of a burst's wait, cancelled when the wait ends however it ends.
+  only task started here is the timer of a wait for company, cancelled when the wait ends however it
+  ends.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from kustomize_controller.runtime.clock import Clock
 
 T = TypeVar("T")
 
-BURST = 1.0  # seconds: a build submitted this soon after another one is part of a burst (may gather)
+BURST = 1.0  # seconds: a build submitted this soon after another one may wait for company
+
 
 
 @dataclass(eq=False)
@@ -57,6 +61,32 @@ class _Member(Generic[T]):
 
 Alone = Callable[[T], Awaitable[bytes]]
 Together = Callable[[Sequence[T]], Awaitable[Sequence[bytes | None]]]
+
+
+class BuildDemand:
+    """The reconciles in progress that may build: each holds a :class:`Ticket` from its start to its end."""
+
+    def __init__(self) -> None:
+        self.active = 0
+
+    def enter(self) -> Ticket:
+        self.active += 1
+        return Ticket(self)
+
+    def _leave(self) -> None:
+        self.active -= 1
+
+
+class Ticket:
+    """One reconcile's place in :class:`BuildDemand`; ``leave`` may be called any number of times."""
+
+    def __init__(self, demand: BuildDemand) -> None:
+        self._demand: BuildDemand | None = demand
+
+    def leave(self) -> None:
+        if self._demand is not None:
+            self._demand._leave()
+            self._demand = None
 
 
 class BatchQueue(Generic[T]):
@@ -73,12 +103,14 @@ class BatchQueue(Generic[T]):
         gather: float = 0.0,
         gather_size: int | None = None,
         clock: Clock | None = None,
+        demand: BuildDemand | None = None,
     ) -> None:
         self._slots = slots
         self._gather = gather if clock is not None else 0.0
         self._clock = clock
         self._max_batch = max(1, max_batch)
         self._gather_size = min(self._max_batch, max(1, gather_size or self._max_batch))
+        self._demand = demand
         self._last_submit: float | None = None
         self._filled: asyncio.Future[None] | None = None  # set when a gathering leader's group is full
         self._lanes = asyncio.Semaphore(max(1, lanes))
@@ -141,9 +173,9 @@ class BatchQueue(Generic[T]):
             self._elect()
 
     async def _gather_behind(self, member: _Member[T]) -> None:
-        """In a burst, let the group fill: wait (holding the lane) until ``gather_size`` builds are queued or
-        ``gather`` has passed since ``member`` was submitted, whichever comes first."""
-        if not member.burst or self._clock is None:
+        """In a burst while other reconciles run, let the group fill: wait (holding the lane) until
+        ``gather_size`` builds are queued or ``gather`` has passed since ``member`` was submitted."""
+        if not member.burst or self._demand is None or self._demand.active < 2 or self._clock is None:
             return
         left = member.since + self._gather - self._clock.monotonic()
         if left <= 0 or len(self._queue) >= self._gather_size:
@@ -197,4 +229,4 @@ class BatchQueue(Generic[T]):
             member.done.set_result(output)
 
 
-__all__ = ["BatchQueue"]
+__all__ = ["BatchQueue", "BuildDemand", "Ticket"]

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Literal
 
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
-from kustomize_controller.kustomize.batch_queue import BatchQueue
+from kustomize_controller.kustomize.batch_queue import BatchQueue, BuildDemand
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.kustomize.extract import Workspace
@@ -329,10 +329,11 @@ class KustomizeBuilder:
         self._workspace = workspace
         self._metrics = metrics
         self.batches: BatchQueue[_Job] | None = None
+        self.demand = BuildDemand()  # reconciles on their way to this builder (counted by the pipeline)
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
                 slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch,
-                lanes=cpus, gather=batch_gather, gather_size=batch_gather_size, clock=clock,
+                lanes=cpus, gather=batch_gather, gather_size=batch_gather_size, clock=clock, demand=self.demand,
             )
 
     def cache_identity(self) -> str:

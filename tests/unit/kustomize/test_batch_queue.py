@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from kustomize_controller.kustomize.batch_queue import BURST, BatchQueue
+from kustomize_controller.kustomize.batch_queue import BURST, BatchQueue, BuildDemand, Ticket
 from kustomize_controller.runtime.clock import FakeClock
 
 
@@ -196,12 +196,13 @@ async def test_lanes_bound_the_grouped_processes_so_that_groups_fill() -> None:
     assert fake.processes == [["first"], ["a", "b", "c"]]
 
 
-# --- gathering in a burst (``gather``) --------------------------------------------------------------
+# --- waiting for company in a burst while other reconciles run (``gather``, ``demand``) ---------------
 
 
-def gathering(fake: Fake, clock: FakeClock, *, max_batch: int = 8, gather: float = 0.1) -> BatchQueue[str]:
-    return BatchQueue(slots=asyncio.Semaphore(2), alone=fake.alone, together=fake.together, max_batch=max_batch,
-                      lanes=1, gather=gather, clock=clock)
+def gathering(fake: Fake, clock: FakeClock, demand: BuildDemand, *, gather: float = 0.1, lanes: int = 2,
+              gather_size: int | None = None) -> BatchQueue[str]:
+    return BatchQueue(slots=asyncio.Semaphore(2), alone=fake.alone, together=fake.together, max_batch=8,
+                      lanes=lanes, gather=gather, gather_size=gather_size, clock=clock, demand=demand)
 
 
 async def spin(times: int = 10) -> None:
@@ -209,21 +210,40 @@ async def spin(times: int = 10) -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_build_with_none_submitted_just_before_it_never_waits() -> None:
-    fake, clock = Fake(), FakeClock()
-    q = gathering(fake, clock)
-    assert await q.submit("a") == b"a"  # the clock never moves: nothing waited on it
-    await clock.advance(BURST)  # the burst has ended
-    assert await q.submit("b") == b"b"
+def running(demand: BuildDemand, n: int) -> list[Ticket]:
+    """``n`` reconciles in progress."""
+    return [demand.enter() for _ in range(n)]
+
+
+async def test_a_build_with_no_other_reconcile_running_never_waits_however_soon_it_comes() -> None:
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand)
+    [mine] = running(demand, 1)
+    assert await q.submit("a") == b"a"
+    assert await q.submit("b") == b"b"  # right after a, but no other reconcile runs: the clock never moves
     assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
+    mine.leave()
 
 
-async def test_in_a_burst_a_free_builder_waits_for_its_group_until_the_window_closes() -> None:
-    fake, clock = Fake(), FakeClock()
-    q = gathering(fake, clock)
+async def test_a_build_long_after_the_last_one_never_waits() -> None:
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand)
+    tickets = running(demand, 5)
+    assert await q.submit("a") == b"a"  # the first of a burst: nothing came before it
+    await clock.advance(BURST)
+    assert await q.submit("b") == b"b"  # others run, but the last build was a second ago: no burst
+    assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
+    for t in tickets:
+        t.leave()
+
+
+async def test_in_a_burst_a_free_lane_waits_for_its_group_until_the_window_closes() -> None:
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand)
+    tickets = running(demand, 3)
     assert await q.submit("a") == b"a"
     await clock.advance(0.5)
-    b = asyncio.ensure_future(q.submit("b"))  # half a second after a: a burst, so it waits for company
+    b = asyncio.ensure_future(q.submit("b"))  # half a second after a, others running: it waits for company
     await spin()
     assert len(fake.processes) == 1
     await clock.advance(0.03)
@@ -233,11 +253,15 @@ async def test_in_a_burst_a_free_builder_waits_for_its_group_until_the_window_cl
     await clock.advance(0.07)  # 100 ms after b was submitted
     assert [await t for t in (b, c, d)] == [b"b", b"c", b"d"]
     assert fake.processes == [["a"], ["b", "c", "d"]] and clock.pending_sleepers == 0
+    tickets[0].leave()
+    tickets[0].leave()  # leaving twice counts once
+    assert demand.active == 2
 
 
-async def test_a_full_group_does_not_wait_for_the_window() -> None:
-    fake, clock = Fake(), FakeClock()
-    q = gathering(fake, clock, max_batch=3)
+async def test_the_wait_ends_once_gather_size_builds_are_queued() -> None:
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand, gather_size=3)
+    running(demand, 3)
     assert await q.submit("a") == b"a"
     tasks = await submit_behind(q, "bcd")
     assert [await t for t in tasks] == [b"b", b"c", b"d"]  # the clock never moved
@@ -245,9 +269,10 @@ async def test_a_full_group_does_not_wait_for_the_window() -> None:
 
 
 async def test_time_spent_waiting_for_a_lane_counts_towards_the_window() -> None:
-    fake, clock = Fake(), FakeClock()
-    q = gathering(fake, clock)
-    first = await busy(q, fake, "first")
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand, lanes=1)
+    running(demand, 3)
+    first = await busy(q, fake, "first")  # the first of the burst runs at once
     rest = await submit_behind(q, "ab")
     await clock.advance(0.2)  # the lane stays busy for longer than the window
     assert fake.gate is not None
@@ -257,9 +282,10 @@ async def test_time_spent_waiting_for_a_lane_counts_towards_the_window() -> None
     assert fake.processes == [["first"], ["a", "b"]] and clock.pending_sleepers == 0
 
 
-async def test_a_gathering_leader_cancelled_hands_the_lead_on() -> None:
-    fake, clock = Fake(), FakeClock()
-    q = gathering(fake, clock)
+async def test_a_waiting_leader_cancelled_hands_the_lead_on() -> None:
+    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    q = gathering(fake, clock, demand)
+    running(demand, 3)
     assert await q.submit("a") == b"a"
     leader = asyncio.ensure_future(q.submit("leader"))
     await spin()
@@ -268,6 +294,7 @@ async def test_a_gathering_leader_cancelled_hands_the_lead_on() -> None:
     leader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await leader
+    assert len(fake.processes) == 1  # the new leader waits out its own window
     await clock.advance(0.1)
     assert await other == b"other"
     assert fake.processes == [["a"], ["other"]] and clock.pending_sleepers == 0
