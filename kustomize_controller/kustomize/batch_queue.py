@@ -49,7 +49,6 @@ T = TypeVar("T")
 BURST = 1.0  # seconds: a build submitted this soon after another one may wait for company
 
 
-
 @dataclass(eq=False)
 class _Member(Generic[T]):
     job: T

@@ -329,7 +329,7 @@ class KustomizeBuilder:
         self._workspace = workspace
         self._metrics = metrics
         self.batches: BatchQueue[_Job] | None = None
-        self.demand = BuildDemand()  # reconciles on their way to this builder (counted by the pipeline)
+        self.demand = BuildDemand()  # reconciles in progress that may build here (the reconciler counts them)
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
                 slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch,
