@@ -39,7 +39,6 @@ DEFAULT_BUILD_CACHE_MAX_BYTES = 16 << 20
 _ENTRY_OVERHEAD = 256  # the key, the tuple and the dict slot, counted against the bound
 OFF_LOOP_BYTES = 64 << 10  # ~250 small objects: ~1 ms to unpickle
 OFF_LOOP_OBJECTS = 250
-_Blob = bytes  # the class below has a ``bytes`` property
 
 
 def build_key(
@@ -86,7 +85,7 @@ class BuildCache:
     async def load(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
         """``(objects, digest)`` of the build stored under ``key`` (fresh objects), or None; a large
         entry is unpickled in a worker thread."""
-        found = self._lookup(key)
+        found = self._entries.get(key)
         if found is None:
             return None
         blob, digest = found
@@ -99,12 +98,6 @@ class BuildCache:
         if not self.enabled:
             return
         blob = await asyncio.to_thread(_dumps, objects) if len(objects) > OFF_LOOP_OBJECTS else _dumps(objects)
-        self._insert(key, blob, digest)
-
-    def _lookup(self, key: str) -> tuple[_Blob, str] | None:
-        return self._entries.get(key)
-
-    def _insert(self, key: str, blob: _Blob, digest: str) -> None:
         self._entries.put(key, (blob, digest))
         if self._metrics is not None:
             self._metrics.set_build_bytes(self._entries.bytes)
