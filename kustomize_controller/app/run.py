@@ -67,7 +67,7 @@ from kustomize_controller.reconcile.source import SourceAccess
 from kustomize_controller.reconcile.tenancy import RemoteClients, TenancyOptions
 from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.runtime.collector import SurvivorFreezer
-from kustomize_controller.runtime.controller import Controller
+from kustomize_controller.runtime.controller import BusyWorkers, Controller
 from kustomize_controller.runtime.cpus import UsableCpus, usable_cpus
 from kustomize_controller.runtime.informer import FuncHandler, Informer
 from kustomize_controller.runtime.leader import LeaderElectionConfig
@@ -180,7 +180,8 @@ async def run_controller(
     _add_conversion_webhook(manager, client, clock, settings, runtime_namespace)
     watched = _watched(manager, settings, runtime_namespace)
     async with _http_session() as session:
-        pipeline, artifacts = _build_pipeline(settings, clock, command, session, manager, cpus.count)
+        busy = BusyWorkers()  # kept by the controller, read by the builder: builds wait for company while others work
+        pipeline, artifacts = _build_pipeline(settings, clock, command, session, manager, cpus.count, busy)
         waits = _health_waits(settings)
         readers = _CacheReaders(
             kustomizations=watched.kustomizations,
@@ -204,7 +205,7 @@ async def run_controller(
         # the cache's copy of our own status writes (reconcile/ownwrites.py), before the controller's handler
         watched.kustomizations.add_handler(FuncHandler(add=lambda obj, _initial: reconciler.observed(obj),
                                                        update=lambda _old, new: reconciler.observed(new)))
-        controller = _controller(settings, clock, manager, reconciler, waits)
+        controller = _controller(settings, clock, manager, reconciler, waits, busy)
         wire_watches(controller, manager, watched.kustomizations, watched.sources, settings, watched.namespace,
                      waits.hooks)
         if settings.feature_gates.enabled("EnableDependencyQueueing"):
@@ -272,9 +273,10 @@ def _watched(manager: Manager, settings: Settings, runtime_namespace: str) -> _W
 
 
 def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, session: aiohttp.ClientSession,
-                    manager: Manager, cpus: int) -> tuple[BuildPipeline, ArtifactCache]:
+                    manager: Manager, cpus: int, busy: BusyWorkers) -> tuple[BuildPipeline, ArtifactCache]:
     """Fetch, extract, build and cache, sized for ``cpus`` (a builder lane each, twice as many parallel builds
-    unless ``--build-concurrency`` says otherwise); the artifact cache is returned too: the caller closes it."""
+    unless ``--build-concurrency`` says otherwise; builds in a burst wait for company while ``busy`` counts other
+    working reconciles); the artifact cache is returned too: the caller closes it."""
     workspace = Workspace()
     swept = workspace.sweep()
     if swept:
@@ -294,7 +296,7 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
         builder=KustomizeBuilder(command=command, clock=clock, cpus=cpus,
                                  max_parallel=settings.build_concurrency or None, max_batch=settings.build_batch_size,
                                  batch_gather=settings.build_batch_wait.total_seconds(),
-                                 batch_gather_size=gather_size(settings.concurrent),
+                                 batch_gather_size=gather_size(settings.concurrent), demand=busy,
                                  workspace=workspace, metrics=cache_metrics),
         workspace=workspace,
         fetcher=fetcher,
@@ -375,7 +377,7 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
 
 
 def _controller(settings: Settings, clock: Clock, manager: Manager, reconciler: KustomizationReconciler,
-                waits: _HealthWaits) -> Controller:
+                waits: _HealthWaits, busy: BusyWorkers) -> Controller:
     return Controller(
         name=CONTROLLER,
         reconciler=reconciler,
@@ -387,6 +389,7 @@ def _controller(settings: Settings, clock: Clock, manager: Manager, reconciler: 
             max_delay=settings.max_retry_delay.total_seconds(),
         ),
         max_detached=waits.max_detached,
+        busy_workers=busy,
     )
 
 

@@ -4,11 +4,12 @@ Contract:
 
 - A build waits for a group to form only in a burst: one that finds a lane and a slot free runs at
   once, alone, unless another build was submitted less than ``BURST`` (1 s) before it *and* ``demand``
-  (:class:`BuildDemand`) counts another reconcile in progress. Then it takes the free lane and waits
+  (:class:`Demand`) counts another reconcile holding a worker. Then it takes the free lane and waits
   there for company until ``gather_size`` builds (itself included) are queued or ``gather`` seconds have
   passed since it was submitted (time spent waiting for the lane counts), whichever is first. So a
-  change reconciled while no other reconcile runs never waits, however soon after the last one it
-  comes, and neither does a lone change among no-op reconciles (they build nothing); the builds of a
+  change reconciled while no other reconcile holds a worker never waits, however soon after the last
+  one it comes (health waits released from their workers do not count), and neither does a lone change
+  among no-op reconciles (they build nothing); the builds of a
   cold start or of a new revision, which trickle in while other reconciles fetch and apply, share
   processes instead of starting one each (measured in bench/analysis.md).
 - Builds submitted while every lane (``lanes``: at most that many grouped processes at once; the
@@ -40,7 +41,7 @@ import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kustomize_controller.runtime.clock import Clock
 
@@ -62,30 +63,13 @@ Alone = Callable[[T], Awaitable[bytes]]
 Together = Callable[[Sequence[T]], Awaitable[Sequence[bytes | None]]]
 
 
-class BuildDemand:
-    """The reconciles in progress that may build: each holds a :class:`Ticket` from its start to its end."""
+class Demand(Protocol):
+    """How many reconciles hold a worker now, and so may build soon; the application passes the runtime's
+    count (:class:`~kustomize_controller.runtime.controller.BusyWorkers`): a reconcile that released its
+    worker to wait for health checks is not counted."""
 
-    def __init__(self) -> None:
-        self.active = 0
-
-    def enter(self) -> Ticket:
-        self.active += 1
-        return Ticket(self)
-
-    def _leave(self) -> None:
-        self.active -= 1
-
-
-class Ticket:
-    """One reconcile's place in :class:`BuildDemand`; ``leave`` may be called any number of times."""
-
-    def __init__(self, demand: BuildDemand) -> None:
-        self._demand: BuildDemand | None = demand
-
-    def leave(self) -> None:
-        if self._demand is not None:
-            self._demand._leave()
-            self._demand = None
+    @property
+    def active(self) -> int: ...
 
 
 class BatchQueue(Generic[T]):
@@ -102,7 +86,7 @@ class BatchQueue(Generic[T]):
         gather: float = 0.0,
         gather_size: int | None = None,
         clock: Clock | None = None,
-        demand: BuildDemand | None = None,
+        demand: Demand | None = None,
     ) -> None:
         self._slots = slots
         self._gather = gather if clock is not None else 0.0
@@ -172,7 +156,7 @@ class BatchQueue(Generic[T]):
             self._elect()
 
     async def _gather_behind(self, member: _Member[T]) -> None:
-        """In a burst while other reconciles run, let the group fill: wait (holding the lane) until
+        """In a burst while other reconciles hold workers, let the group fill: wait (holding the lane) until
         ``gather_size`` builds are queued or ``gather`` has passed since ``member`` was submitted."""
         if not member.burst or self._demand is None or self._demand.active < 2 or self._clock is None:
             return
@@ -228,4 +212,4 @@ class BatchQueue(Generic[T]):
             member.done.set_result(output)
 
 
-__all__ = ["BatchQueue", "BuildDemand", "Ticket"]
+__all__ = ["BatchQueue", "Demand"]

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Literal
 
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
-from kustomize_controller.kustomize.batch_queue import BatchQueue, BuildDemand
+from kustomize_controller.kustomize.batch_queue import BatchQueue, Demand
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.kustomize.extract import Workspace
@@ -310,6 +310,7 @@ class KustomizeBuilder:
         max_batch: int = 1,
         batch_gather: float = 0.0,
         batch_gather_size: int | None = None,
+        demand: Demand | None = None,
         workspace: Workspace | None = None,
         metrics: CacheMetrics | None = None,
     ) -> None:
@@ -318,7 +319,9 @@ class KustomizeBuilder:
         unless ``max_parallel`` says otherwise, twice as many slots.
         ``go_max_procs``: the builder's ``GOMAXPROCS``; None leaves Go's default (all CPUs).
         ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
-        may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`)."""
+        may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`);
+        ``batch_gather`` is how long a build in a burst may wait for company while ``demand`` counts other
+        reconciles holding a worker (:mod:`.batch_queue`); without a ``demand`` no build waits."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
@@ -329,11 +332,10 @@ class KustomizeBuilder:
         self._workspace = workspace
         self._metrics = metrics
         self.batches: BatchQueue[_Job] | None = None
-        self.demand = BuildDemand()  # reconciles in progress that may build here (the reconciler counts them)
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
                 slots=self._slots, alone=self._build_job, together=self._build_together, max_batch=max_batch,
-                lanes=cpus, gather=batch_gather, gather_size=batch_gather_size, clock=clock, demand=self.demand,
+                lanes=cpus, gather=batch_gather, gather_size=batch_gather_size, clock=clock, demand=demand,
             )
 
     def cache_identity(self) -> str:

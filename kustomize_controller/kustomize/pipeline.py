@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.batch import BatchHint
-from kustomize_controller.kustomize.batch_queue import BuildDemand
 from kustomize_controller.kustomize.build_cache import BuildCache, build_key
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.errors import (
@@ -320,13 +319,6 @@ class BuildPipeline:
                 f"kustomization path not found: {relative_to_root(root, directory)}: not a directory"
             )
         return Checkout(root=root, directory=directory, workdir=workdir)
-
-    @property
-    def demand(self) -> BuildDemand | None:
-        """The builder's count of reconciles in progress, if it keeps one (:class:`~.batch_queue.BuildDemand`):
-        the reconciler enters it for the length of each reconcile."""
-        demand = getattr(self._builder, "demand", None)
-        return demand if isinstance(demand, BuildDemand) else None
 
     @contextlib.asynccontextmanager
     async def checkout(self, *, url: str, digest: str, path: str) -> AsyncIterator[Checkout]:

@@ -134,7 +134,6 @@ class KustomizationReconciler:
         self._rng = rng or random.Random()
         self._hooks = hooks
         self._apply = ApplyStep(client=client, pipeline=pipeline, clock=clock, options=options.apply)
-        self._demand = pipeline.demand
         # failures that only meant "the API server could not be reached" (reconcile/unreachable.py)
         self._quick_retries = QuickRetries()
 
@@ -166,8 +165,6 @@ class KustomizationReconciler:
             progress_delay=self._options.progress_status_delay,
         )
         with contextlib.ExitStack() as stack:
-            if self._demand is not None:
-                stack.callback(self._demand.enter().leave)  # builds wait for company only while others run
             if self._hooks is not None:
                 final_only = not self._options.cancel_health_on_any_enqueue
                 ctx.interrupt = stack.enter_context(self._hooks.listen(request, final_only=final_only))

@@ -26,6 +26,11 @@ At most ``max_detached`` reconciles are released at once; beyond that (or with `
 The runtime knows nothing of what the reconcile waits for. The released reconcile is found through a
 context variable set for the reconcile's task (as Go passes values in a reconcile's ``ctx``).
 
+Busy workers (``busy_workers``, a :class:`BusyWorkers` the application may share): how many reconciles
+hold a worker now, counted exactly as the ``controller_runtime_active_workers`` gauge (a released
+reconcile no longer counts). Others read it to learn whether more work is on its way (the builder's wait
+for company, ``kustomize/batch_queue.py``).
+
 Shutdown (``stop``): the queue stops handing out work (queued keys are dropped) and in-flight
 reconciles are cancelled at once — controller-runtime cancels the context every reconcile runs with
 as soon as the manager stops, and a reconcile may be waiting on anything (a health check for
@@ -130,6 +135,13 @@ def release_worker() -> bool:
     return slot.release() if slot is not None else False
 
 
+class BusyWorkers:
+    """How many reconciles hold one of a controller's workers now (module docstring)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+
+
 class Controller:
     def __init__(
         self,
@@ -143,8 +155,10 @@ class Controller:
         cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
         logger: Any = None,
         max_detached: int = 0,
+        busy_workers: BusyWorkers | None = None,
     ) -> None:
-        """``max_detached``: how many reconciles may release their worker at once (0: none)."""
+        """``max_detached``: how many reconciles may release their worker at once (0: none);
+        ``busy_workers``: the count this controller keeps of reconciles holding a worker (a new one if None)."""
         if concurrency < 1:
             raise ValueError(f"controller {name}: concurrency must be >= 1, got {concurrency}")
         if max_detached < 0:
@@ -178,6 +192,7 @@ class Controller:
         self._panics = metrics.reconcile_panics_total.labels(controller=name)
         self._time = metrics.reconcile_time_seconds.labels(controller=name)
         self._active = metrics.active_workers.labels(controller=name)
+        self.busy_workers = busy_workers or BusyWorkers()
         self._detached_gauge = metrics.detached_reconciles.labels(controller=name)
 
     # ------------------------------------------------------------------------------------- sources
@@ -309,7 +324,7 @@ class Controller:
             return False
         self._detached.add(slot.task)
         self._detached_gauge.inc()
-        self._active.dec()
+        self._worker_freed()
         slot.released.set()
         return True
 
@@ -317,6 +332,7 @@ class Controller:
         """Run one reconcile and map its outcome onto queue operations and metrics (A3)."""
         start = self._clock.monotonic()
         self._active.inc()
+        self.busy_workers.active += 1
         ctx = {
             "controller": self.name,
             "name": req.name,
@@ -356,5 +372,9 @@ class Controller:
                     self._total["success"].inc()
         finally:
             if slot is None or not slot.released.is_set():
-                self._active.dec()  # a released reconcile gave its worker back already
+                self._worker_freed()  # a released reconcile gave its worker back already
             self._time.observe(self._clock.monotonic() - start)
+
+    def _worker_freed(self) -> None:
+        self._active.dec()
+        self.busy_workers.active -= 1

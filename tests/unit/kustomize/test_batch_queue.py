@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from kustomize_controller.kustomize.batch_queue import BURST, BatchQueue, BuildDemand, Ticket
+from kustomize_controller.kustomize.batch_queue import BURST, BatchQueue
 from kustomize_controller.runtime.clock import FakeClock
+from kustomize_controller.runtime.controller import BusyWorkers
 
 
 class Fake:
@@ -196,10 +197,10 @@ async def test_lanes_bound_the_grouped_processes_so_that_groups_fill() -> None:
     assert fake.processes == [["first"], ["a", "b", "c"]]
 
 
-# --- waiting for company in a burst while other reconciles run (``gather``, ``demand``) ---------------
+# --- waiting for company in a burst while other reconciles hold workers (``gather``, ``demand``) ------
 
 
-def gathering(fake: Fake, clock: FakeClock, demand: BuildDemand, *, gather: float = 0.1, lanes: int = 2,
+def gathering(fake: Fake, clock: FakeClock, demand: BusyWorkers, *, gather: float = 0.1, lanes: int = 2,
               gather_size: int | None = None) -> BatchQueue[str]:
     return BatchQueue(slots=asyncio.Semaphore(2), alone=fake.alone, together=fake.together, max_batch=8,
                       lanes=lanes, gather=gather, gather_size=gather_size, clock=clock, demand=demand)
@@ -210,37 +211,33 @@ async def spin(times: int = 10) -> None:
         await asyncio.sleep(0)
 
 
-def running(demand: BuildDemand, n: int) -> list[Ticket]:
-    """``n`` reconciles in progress."""
-    return [demand.enter() for _ in range(n)]
+def working(n: int) -> BusyWorkers:
+    """``n`` reconciles holding a worker."""
+    busy = BusyWorkers()
+    busy.active = n
+    return busy
 
 
 async def test_a_build_with_no_other_reconcile_running_never_waits_however_soon_it_comes() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(1)  # only the reconcile that builds
     q = gathering(fake, clock, demand)
-    [mine] = running(demand, 1)
     assert await q.submit("a") == b"a"
     assert await q.submit("b") == b"b"  # right after a, but no other reconcile runs: the clock never moves
     assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
-    mine.leave()
 
 
 async def test_a_build_long_after_the_last_one_never_waits() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(5)
     q = gathering(fake, clock, demand)
-    tickets = running(demand, 5)
     assert await q.submit("a") == b"a"  # the first of a burst: nothing came before it
     await clock.advance(BURST)
     assert await q.submit("b") == b"b"  # others run, but the last build was a second ago: no burst
     assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
-    for t in tickets:
-        t.leave()
 
 
 async def test_in_a_burst_a_free_lane_waits_for_its_group_until_the_window_closes() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(3)
     q = gathering(fake, clock, demand)
-    tickets = running(demand, 3)
     assert await q.submit("a") == b"a"
     await clock.advance(0.5)
     b = asyncio.ensure_future(q.submit("b"))  # half a second after a, others running: it waits for company
@@ -253,15 +250,20 @@ async def test_in_a_burst_a_free_lane_waits_for_its_group_until_the_window_close
     await clock.advance(0.07)  # 100 ms after b was submitted
     assert [await t for t in (b, c, d)] == [b"b", b"c", b"d"]
     assert fake.processes == [["a"], ["b", "c", "d"]] and clock.pending_sleepers == 0
-    tickets[0].leave()
-    tickets[0].leave()  # leaving twice counts once
-    assert demand.active == 2
+
+
+async def test_once_the_others_give_their_workers_back_a_burst_no_longer_waits() -> None:
+    fake, clock, demand = Fake(), FakeClock(), working(3)
+    q = gathering(fake, clock, demand)
+    assert await q.submit("a") == b"a"
+    demand.active = 1  # the other two released their workers to wait for health checks
+    assert await q.submit("b") == b"b"  # right after a, yet alone and at once
+    assert fake.processes == [["a"], ["b"]] and clock.pending_sleepers == 0
 
 
 async def test_the_wait_ends_once_gather_size_builds_are_queued() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(3)
     q = gathering(fake, clock, demand, gather_size=3)
-    running(demand, 3)
     assert await q.submit("a") == b"a"
     tasks = await submit_behind(q, "bcd")
     assert [await t for t in tasks] == [b"b", b"c", b"d"]  # the clock never moved
@@ -269,9 +271,8 @@ async def test_the_wait_ends_once_gather_size_builds_are_queued() -> None:
 
 
 async def test_time_spent_waiting_for_a_lane_counts_towards_the_window() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(3)
     q = gathering(fake, clock, demand, lanes=1)
-    running(demand, 3)
     first = await busy(q, fake, "first")  # the first of the burst runs at once
     rest = await submit_behind(q, "ab")
     await clock.advance(0.2)  # the lane stays busy for longer than the window
@@ -283,9 +284,8 @@ async def test_time_spent_waiting_for_a_lane_counts_towards_the_window() -> None
 
 
 async def test_a_waiting_leader_cancelled_hands_the_lead_on() -> None:
-    fake, clock, demand = Fake(), FakeClock(), BuildDemand()
+    fake, clock, demand = Fake(), FakeClock(), working(3)
     q = gathering(fake, clock, demand)
-    running(demand, 3)
     assert await q.submit("a") == b"a"
     leader = asyncio.ensure_future(q.submit("leader"))
     await spin()

@@ -13,7 +13,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from kustomize_controller.kustomize.batch_queue import BuildDemand
 from kustomize_controller.kustomize.errors import (
     ArtifactNotFoundError,
     DecryptionError,
@@ -313,15 +312,3 @@ def test_options_from_the_api_model() -> None:
     assert options.post_build.substitute_from[0].kind == "Secret"
     assert options.common_metadata is not None and options.common_metadata.labels == {"a": "b"}
     assert not options.allow_remote_bases and not options.strict_substitution
-
-
-class BuilderWithDemand(ScriptedBuilder):
-    def __init__(self) -> None:
-        super().__init__()
-        self.demand = BuildDemand()
-
-
-def test_the_pipeline_shows_its_builders_demand(tmp_path: Path) -> None:
-    builder = BuilderWithDemand()
-    assert BuildPipeline(builder=builder, workspace=Workspace(tmp_path / "a")).demand is builder.demand
-    assert BuildPipeline(builder=ScriptedBuilder(), workspace=Workspace(tmp_path / "b")).demand is None

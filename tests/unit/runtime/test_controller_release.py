@@ -7,7 +7,14 @@ import asyncio
 from prometheus_client import CollectorRegistry
 
 from kustomize_controller.runtime.clock import FakeClock
-from kustomize_controller.runtime.controller import Controller, ReconcileError, Request, Result, release_worker
+from kustomize_controller.runtime.controller import (
+    BusyWorkers,
+    Controller,
+    ReconcileError,
+    Request,
+    Result,
+    release_worker,
+)
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 from tests.unit.loop import complete, settle
 
@@ -45,13 +52,13 @@ class Waiter:
             self.running[name] -= 1
 
 
-def setup(waiter: Waiter, *, concurrency: int = 1, max_detached: int = 8) -> tuple[Controller, FakeClock,
-                                                                                  CollectorRegistry]:
+def setup(waiter: Waiter, *, concurrency: int = 1, max_detached: int = 8,
+          busy: BusyWorkers | None = None) -> tuple[Controller, FakeClock, CollectorRegistry]:
     clock = FakeClock()
     registry = CollectorRegistry()
     ctrl = Controller(name="demo", reconciler=waiter, clock=clock,
                       metrics=RuntimeMetrics(clock=clock, registry=registry),
-                      concurrency=concurrency, max_detached=max_detached)
+                      concurrency=concurrency, max_detached=max_detached, busy_workers=busy)
     return ctrl, clock, registry
 
 
@@ -120,6 +127,28 @@ async def test_the_bound_keeps_the_next_wait_on_its_worker() -> None:
     waiter.gates["wait2"].set()
     await settle()
     assert gauge(registry, "controller_runtime_active_workers") == 0 and ctrl.detached == 1
+    ctrl.stop()
+    await task
+
+
+async def test_the_shared_busy_worker_count_leaves_released_reconciles_out() -> None:
+    waiter = Waiter()
+    waiter.outcome = {"wait2": ReconcileError("health check failed")}
+    busy = BusyWorkers()  # as the application shares it with the builder
+    ctrl, _, registry = setup(waiter, concurrency=2, max_detached=1, busy=busy)
+    assert ctrl.busy_workers is busy
+    task = asyncio.create_task(ctrl.run())
+    for name in ("wait1", "wait2"):
+        ctrl.queue.add(Request("ns", name))
+    await settle()
+    assert waiter.released == {"wait1": True, "wait2": False}
+    assert busy.active == 1 == gauge(registry, "controller_runtime_active_workers")  # wait2 holds its worker
+    waiter.gates["wait2"].set()  # fails on its worker
+    await settle()
+    assert busy.active == 0
+    waiter.gates["wait1"].set()  # the released one ends: its worker was counted free already
+    await settle()
+    assert busy.active == 0 == gauge(registry, "controller_runtime_active_workers") and ctrl.detached == 0
     ctrl.stop()
     await task
 
