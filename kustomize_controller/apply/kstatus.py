@@ -270,35 +270,31 @@ def _pod(obj: Object, now: datetime) -> StatusResult:
     raise KStatusError(f"unknown phase {phase}")
 
 
-def _job(obj: Object, _: datetime) -> StatusResult:
-    parallelism = _int(obj, "spec.parallelism", 1)
-    completions = _int(obj, "spec.completions", parallelism)
-    succeeded = _int(obj, "status.succeeded", 0)
-    active = _int(obj, "status.active", 0)
-    failed = _int(obj, "status.failed", 0)
+def _job_finished(obj: Object) -> StatusResult | None:
+    """A Job's first ``Complete=True`` or ``Failed=True`` condition as kstatus words it; None while it runs."""
+    completions = _int(obj, "spec.completions", _int(obj, "spec.parallelism", 1))
     for cond in conditions(obj):
         if cond.get("type") == "Complete" and cond.get("status") == "True":
-            return _current(f"Job Completed. succeeded: {succeeded}/{completions}")
+            return _current(f"Job Completed. succeeded: {_int(obj, 'status.succeeded', 0)}/{completions}")
         if cond.get("type") == "Failed" and cond.get("status") == "True":
-            return _failed("JobFailed", f"Job Failed. failed: {failed}/{completions}")
+            return _failed("JobFailed", f"Job Failed. failed: {_int(obj, 'status.failed', 0)}/{completions}")
+    return None
+
+
+def _job(obj: Object, _: datetime) -> StatusResult:
+    finished = _job_finished(obj)
+    if finished is not None:
+        return finished
     if not _str(obj, "status.startTime", ""):
         return _in_progress("JobNotStarted", "Job not started")
+    succeeded, active, failed = (_int(obj, f"status.{f}", 0) for f in ("succeeded", "active", "failed"))
     return _current(f"Job in progress. success:{succeeded}, active: {active}, failed: {failed}")
 
 
 def compute_flux_job(obj: Object) -> StatusResult:
     """Flux's custom Job reader: Current only once ``Complete=True``, Failed on ``Failed=True``,
     otherwise InProgress — a running Job is not healthy yet (no generic checks, as upstream)."""
-    parallelism = _int(obj, "spec.parallelism", 1)
-    completions = _int(obj, "spec.completions", parallelism)
-    succeeded = _int(obj, "status.succeeded", 0)
-    failed = _int(obj, "status.failed", 0)
-    for cond in conditions(obj):
-        if cond.get("type") == "Complete" and cond.get("status") == "True":
-            return _current(f"Job Completed. succeeded: {succeeded}/{completions}")
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            return _failed("JobFailed", f"Job Failed. failed: {failed}/{completions}")
-    return _in_progress("JobInProgress", "Job in progress")
+    return _job_finished(obj) or _in_progress("JobInProgress", "Job in progress")
 
 
 def _pvc(obj: Object, _: datetime) -> StatusResult:
