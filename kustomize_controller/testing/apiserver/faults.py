@@ -4,6 +4,8 @@ Rules match requests by HTTP method and a regular expression searched in the pat
 ``reject_deletes``, by resource/namespace/name). Contract:
 - ``fail(...)`` answers the next ``count`` matching requests with a ``Status`` of the given code instead of
   serving them (``count=None``: until removed). Nothing is stored for a failed request.
+  ``fail(..., dry_run=False)`` matches only requests that would store (no ``dryRun``), ``dry_run=True``
+  only dry-runs: a write refused although its dry-run passed (a webhook that skips dry-runs, a quota).
   ``fail(..., after_store=True)``: the request is served (stored) and its answer replaced by that
   ``Status``, as when etcd committed but the answer was lost (a timeout, a 5xx after the commit); it only
   counts requests that stored something (not a dry-run, not one that failed by itself).
@@ -24,13 +26,10 @@ from .errors import ApiStatusError, status_for_code
 
 
 @dataclass
-class FailRule:
+class _Rule:
     method: str | None
     path: re.Pattern[str] | None
-    error: ApiStatusError
     remaining: int | None
-    hits: int = 0
-    after_store: bool = False
 
     def matches(self, method: str, path: str) -> bool:
         if self.remaining is not None and self.remaining <= 0:
@@ -41,18 +40,19 @@ class FailRule:
 
 
 @dataclass
-class DelayRule:
-    method: str | None
-    path: re.Pattern[str] | None
-    seconds: float
-    remaining: int | None
+class FailRule(_Rule):
+    error: ApiStatusError = field(kw_only=True)
+    dry_run: bool | None = field(default=None, kw_only=True)  # None: either; else only (not) dry-runs
+    hits: int = field(default=0, kw_only=True)
+    after_store: bool = field(default=False, kw_only=True)
 
-    def matches(self, method: str, path: str) -> bool:
-        if self.remaining is not None and self.remaining <= 0:
-            return False
-        if self.method is not None and self.method != method:
-            return False
-        return self.path is None or self.path.search(path) is not None
+    def matches_request(self, method: str, path: str, *, dry_run: bool) -> bool:
+        return (self.dry_run is None or self.dry_run == dry_run) and self.matches(method, path)
+
+
+@dataclass
+class DelayRule(_Rule):
+    seconds: float = field(kw_only=True)
 
 
 @dataclass
@@ -73,7 +73,8 @@ class FaultInjector:
 
     def fail(self, *, method: str | None = None, path: str | None = None, status: int = 500,
              count: int | None = 1, message: str | None = None, reason: str | None = None,
-             details: dict[str, Any] | None = None, after_store: bool = False) -> FailRule:
+             details: dict[str, Any] | None = None, after_store: bool = False,
+             dry_run: bool | None = None) -> FailRule:
         error = status_for_code(status, message or f"injected failure ({status})")
         if reason is not None:
             error.reason = reason
@@ -81,14 +82,15 @@ class FaultInjector:
             error.details = details
         if status == 429 and error.details is None:
             error.details = {"retryAfterSeconds": 1}
-        rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, error, count,
-                        after_store=after_store)
+        rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, count,
+                        error=error, after_store=after_store, dry_run=dry_run)
         self._fail.append(rule)
         return rule
 
     def delay(self, seconds: float, *, method: str | None = None, path: str | None = None,
               count: int | None = None) -> DelayRule:
-        rule = DelayRule(method.upper() if method else None, re.compile(path) if path else None, seconds, count)
+        rule = DelayRule(method.upper() if method else None, re.compile(path) if path else None, count,
+                         seconds=seconds)
         self._delay.append(rule)
         return rule
 
@@ -104,11 +106,12 @@ class FaultInjector:
         self._delay.clear()
         self._deletes.clear()
 
-    def failure_for(self, method: str, path: str, *, stored: bool = False) -> ApiStatusError | None:
+    def failure_for(self, method: str, path: str, *, stored: bool = False,
+                    dry_run: bool = False) -> ApiStatusError | None:
         """The answer of the first matching rule: before serving (``stored`` False), or in place of the
         answer of a request that stored something (``stored`` True, ``after_store`` rules)."""
         for rule in self._fail:
-            if rule.after_store == stored and rule.matches(method, path):
+            if rule.after_store == stored and rule.matches_request(method, path, dry_run=dry_run):
                 if rule.remaining is not None:
                     rule.remaining -= 1
                 rule.hits += 1

@@ -152,7 +152,8 @@ class Api:
                     if request.transport is not None:
                         request.transport.abort()
                     return web.Response(status=499)
-            injected = self.faults.failure_for(request.method, request.path) or self._throttled(request)
+            injected = (self.faults.failure_for(request.method, request.path, dry_run="dryRun" in request.query)
+                        or self._throttled(request))
             if injected is not None:
                 raise injected
             response: web.StreamResponse = await handler(request)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kustomize_controller.reconcile.unreachable import QuickRetries
-from tests.integration.controller.conftest import ControllerEnv, condition
+from tests.integration.controller.conftest import ControllerEnv, condition, condition_message
 from tests.integration.controller.manifests import configmap
 
 pytestmark = pytest.mark.integration
@@ -155,3 +155,38 @@ async def test_an_unreachable_server_at_the_inventory_record_is_retried_quickly_
     assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
     failed = [o for o in seen if (condition(o, "Ready") or ("", ""))[0] == "False"]
     assert not failed, [c for o in failed for c in o["status"]["conditions"]]
+
+
+async def test_an_apply_refused_although_its_dry_run_passed_prunes_nothing_and_keeps_what_was_applied(
+    env: ControllerEnv,
+) -> None:
+    """A write the server refuses with a 4xx after its dry-run passed (a webhook that skips dry-runs, a quota):
+    Ready=False with upstream's "<ref> apply failed" error, the refused object keeps what it had, nothing is
+    pruned, and the inventory still lists every object of the last good revision, so the removed one is
+    pruned once the apply goes through."""
+    ns = env.namespace
+    first = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b", {"v": "1"}),
+                               "c.yaml": configmap("c")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, retryInterval="1s"))
+    await env.wait_ready(revision=first["revision"])
+    refused = env.server.faults.fail(
+        method="PATCH", path=rf"/namespaces/{ns}/configmaps/b$", status=403, count=None, dry_run=False,
+        message='admission webhook "quota.example.com" denied the request: over quota')
+    second = await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b", {"v": "2"})})
+    failed = await env.wait_for("app", lambda o: condition(o, "Ready") == ("False", "ReconciliationFailed"))
+    assert refused.hits >= 1
+    message = condition_message(failed, "Ready")
+    assert message.startswith(f"ConfigMap/{ns}/b apply failed: ") and "over quota" in message, message
+    assert (await env.get("v1", "ConfigMap", "b"))["data"] == {"v": "1"}
+    assert await env.exists("v1", "ConfigMap", "c")  # removed from the source, but the apply failed
+    assert sorted(e["id"] for e in failed["status"]["inventory"]["entries"]) == [
+        f"{ns}_a__ConfigMap", f"{ns}_b__ConfigMap", f"{ns}_c__ConfigMap"]
+    assert failed["status"]["lastAppliedRevision"] == first["revision"]
+
+    env.server.faults.clear()
+    obj = await env.wait_ready(revision=second["revision"])
+    assert sorted(e["id"] for e in obj["status"]["inventory"]["entries"]) == [
+        f"{ns}_a__ConfigMap", f"{ns}_b__ConfigMap"]
+    assert (await env.get("v1", "ConfigMap", "b"))["data"] == {"v": "2"}
+    assert not await env.exists("v1", "ConfigMap", "c")
