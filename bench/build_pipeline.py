@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import io
 import statistics
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
 from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder, parallel_builds
 from kustomize_controller.kustomize.extract import Workspace, extract_tarball
@@ -33,6 +30,8 @@ from kustomize_controller.kustomize.parse import parse_documents
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.runtime.cpus import usable_cpus
+from kustomize_controller.testing.artifacts import pack_files
+from tests.loopback import serve, serve_blobs
 
 DEPLOYMENT = """apiVersion: apps/v1
 kind: Deployment
@@ -78,34 +77,15 @@ data:
 
 def make_artifact(objects: int) -> bytes:
     templates = [DEPLOYMENT, SERVICE, CONFIGMAP]
-    files: dict[str, bytes] = {}
+    files: dict[str, str | bytes] = {}
     resources = []
     for i in range(objects):
-        name = f"app/obj-{i:04d}.yaml"
-        files[name] = templates[i % 3].format(i=i).encode()
+        files[f"app/obj-{i:04d}.yaml"] = templates[i % 3].format(i=i)
         resources.append(f"- obj-{i:04d}.yaml")
-    files["app/kustomization.yaml"] = ("resources:\n" + "\n".join(resources) + "\n").encode()
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    files["app/kustomization.yaml"] = "resources:\n" + "\n".join(resources) + "\n"
+    return pack_files(files)
 
 
-async def serve(blobs: dict[str, bytes]) -> tuple[web.AppRunner, str]:
-    async def handler(request: web.Request) -> web.Response:
-        return web.Response(body=blobs[request.path])
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 def ms(values: list[float]) -> str:
@@ -124,7 +104,7 @@ async def main() -> int:
     cpus = usable_cpus().count  # what the builder below sizes its slots for
     command = await detect_builder(clock=clock)
     blobs = {f"/{n}.tgz": make_artifact(n) for n in sizes}
-    runner, url = await serve(blobs)
+    runner, url = await serve(serve_blobs(blobs))
     options = BuildOptions(path="app", allow_remote_bases=False)
     substituted = BuildOptions.from_spec(
         {"path": "app", "postBuild": {"substitute": {"TIER": "gold"}}}, no_remote_bases=True

@@ -59,10 +59,10 @@ async def _serve(workdir: Path) -> None:
     from moto.server import ThreadedMotoServer
 
     from tests.fakes.vault import FakeVault
+    from tests.loopback import serve
     from tests.unit.kustomize.sops.aws_moto import PLAIN, STATIC_SECRET_YAML, Moto, recipe
     from tests.unit.kustomize.sops.fake_azure import CLIENT_ID, CLIENT_SECRET, TENANT, FakeAzure
     from tests.unit.kustomize.sops.fake_google import KEY, FakeGoogle
-    from tests.unit.kustomize.sops.loopback import serve
     from tests.unit.kustomize.sops.sopsgen import encrypt_document
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

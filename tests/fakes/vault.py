@@ -68,7 +68,7 @@ class FakeVault:
     # ------------------------------------------------------------------ server
 
     async def start(self) -> str:
-        from tests.unit.kustomize.sops.loopback import serve
+        from tests.loopback import serve
 
         app = web.Application()
         app.router.add_route("*", "/v1/{tail:.*}", self._handle)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from tests.integration.controller.conftest import ControllerEnv
 from tests.integration.controller.manifests import configmap
+from tests.loopback import serve
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +31,9 @@ async def receiver() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
 
     app = web.Application()
     app.router.add_post("/", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, url = await serve(app)
     try:
-        yield f"http://127.0.0.1:{port}/", received
+        yield f"{url}/", received
     finally:
         await runner.cleanup()
 

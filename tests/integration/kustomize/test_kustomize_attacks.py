@@ -18,7 +18,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from kustomize_controller.kustomize.artifact_cache import ArtifactCache
 from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder
@@ -35,6 +34,8 @@ from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildOptions, BuildPipeline
 from kustomize_controller.runtime.clock import FakeClock, RealClock
+from tests.archives import targz
+from tests.loopback import serve, serve_blobs
 
 pytestmark = pytest.mark.builder
 
@@ -61,18 +62,7 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path, builder_command: B
     (outside / "token").write_text(SECRET)
     (outside / "kustomization.yaml").write_text("configMapGenerator:\n- name: stolen\n  files: [token]\n")
     blobs: dict[str, bytes] = {}
-
-    async def handler(request: web.Request) -> web.Response:
-        blob = blobs.get(request.path)
-        return web.Response(status=404) if blob is None else web.Response(body=blob)
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, url = await serve(serve_blobs(blobs))
     async with aiohttp.ClientSession() as session:
         fetcher = ArtifactFetcher(session=session, clock=FakeClock(), env={}, retries=0, max_size=1 << 20)
         workspace = Workspace(tmp_path / "workspace")
@@ -88,7 +78,7 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path, builder_command: B
             builds=BuildCache() if artifacts is not None else None,
         )
         try:
-            yield Env(f"http://127.0.0.1:{port}", blobs, outside, tmp_path, pipeline, artifacts)
+            yield Env(url, blobs, outside, tmp_path, pipeline, artifacts)
         finally:
             if artifacts is not None:
                 await artifacts.close()
@@ -102,21 +92,6 @@ def leftovers(env: Env) -> list[Path]:
     if cache_dir is not None and cache_dir.exists():
         found.extend(cache_dir.iterdir())
     return found
-
-
-def targz(files: dict[str, bytes | tuple[bytes, str]]) -> bytes:
-    """Members: bytes = regular file; (type, linkname) = special entry."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, spec in files.items():
-            info = tarfile.TarInfo(name)
-            if isinstance(spec, tuple):
-                info.type, info.linkname = spec
-                tar.addfile(info)
-            else:
-                info.size = len(spec)
-                tar.addfile(info, io.BytesIO(spec))
-    return buf.getvalue()
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -23,6 +23,7 @@ from kustomize_controller.kustomize.errors import (
 )
 from kustomize_controller.kustomize.fetch import ArtifactFetcher, Digest, host_override_from_env, override_host
 from kustomize_controller.runtime.clock import FakeClock
+from tests.loopback import serve
 
 BODY = b"artifact-bytes" * 1000
 SHA256 = hashlib.sha256(BODY).hexdigest()
@@ -72,13 +73,8 @@ async def server() -> AsyncIterator[Server]:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    srv.port = port
-    srv.url = f"http://127.0.0.1:{port}"
+    runner, srv.url = await serve(app)
+    srv.port = int(srv.url.rsplit(":", 1)[1])
     try:
         yield srv
     finally:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import io
-import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from kustomize_controller.kustomize.errors import (
     ArtifactNotFoundError,
@@ -33,6 +30,8 @@ from kustomize_controller.kustomize.pipeline import (
     format_object,
 )
 from kustomize_controller.runtime.clock import FakeClock
+from tests.archives import targz
+from tests.loopback import serve, serve_blobs
 
 OUTPUT = """apiVersion: v1
 kind: ConfigMap
@@ -224,33 +223,12 @@ async def test_remote_flag_is_passed_to_builder(artifact: Path, tmp_path: Path) 
     assert builder.calls[0][2] is False
 
 
-def targz(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 @pytest.fixture
 async def artifact_server() -> AsyncIterator[tuple[str, dict[str, bytes]]]:
     blobs: dict[str, bytes] = {}
-
-    async def handler(request: web.Request) -> web.Response:
-        blob = blobs.get(request.path)
-        return web.Response(status=404) if blob is None else web.Response(body=blob)
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, url = await serve(serve_blobs(blobs))
     try:
-        yield f"http://127.0.0.1:{port}", blobs
+        yield url, blobs
     finally:
         await runner.cleanup()
 

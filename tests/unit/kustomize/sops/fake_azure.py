@@ -17,7 +17,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from .loopback import Issuer, self_signed, serve
+from tests.loopback import serve
+
+from .loopback import Issuer, self_signed
 
 TENANT = "00000000-0000-0000-0000-0000000000aa"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"

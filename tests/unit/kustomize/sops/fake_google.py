@@ -18,7 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .loopback import Issuer, serve
+from tests.loopback import serve
+
+from .loopback import Issuer
 
 KEY = "projects/p/locations/global/keyRings/flux/cryptoKeys/sops"
 SA_EMAIL = "sops@p.iam.gserviceaccount.com"

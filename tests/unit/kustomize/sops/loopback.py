@@ -1,5 +1,5 @@
-"""Test support for the fake clouds (and the bench): an aiohttp application on a free loopback
-port, the tokens a fake issues, and a self-signed certificate."""
+"""Test support for the fake clouds: the tokens a fake issues, and a self-signed certificate (the loopback
+server itself is ``tests.loopback``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import datetime
 import ipaddress
 from dataclasses import dataclass, field
 
-from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -43,13 +42,3 @@ def self_signed(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, *, ip: str 
     if ip:
         builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), False)
     return builder.sign(key, hashes.SHA256())
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    """Start ``app`` on 127.0.0.1; returns its runner (``await runner.cleanup()`` stops it) and URL."""
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"

@@ -374,7 +374,7 @@ async def _put_server(handler: Callable[[Any], Awaitable[Any]]) -> AsyncIterator
     """A loopback server answering every PUT with ``handler``; yields its URL."""
     from aiohttp import web
 
-    from .loopback import serve
+    from tests.loopback import serve
 
     app = web.Application()
     app.router.add_put("/{tail:.*}", handler)

@@ -63,8 +63,7 @@ async def test_an_answer_that_echoes_the_request_carries_no_secret_into_an_error
     from kustomize_controller.kustomize.sops.keys import aws_sts, azkv, gcpkms, oauth
     from kustomize_controller.kustomize.sops.keys.credentials import AccessToken, Credentials, KeyServiceContext
     from kustomize_controller.kustomize.sops.metadata import MasterKey
-
-    from .loopback import serve
+    from tests.loopback import serve
 
     async def echo(request: web.Request) -> web.Response:
         text = f"{await request.text()} auth={request.headers.get('Authorization', '')}"

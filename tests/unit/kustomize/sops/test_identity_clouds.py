@@ -19,10 +19,10 @@ from aiohttp import web
 from kustomize_controller.kustomize.sops import SopsDecryptor, SopsKeyError
 from kustomize_controller.kustomize.sops.formats import Format
 from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity, WorkloadIdentityOptions
+from tests.loopback import serve
 
 from .fake_azure import CLIENT_ID, TENANT, FakeAzure
 from .fake_google import KEY, FakeGoogle
-from .loopback import serve
 from .sopsgen import Recipe, encrypt_document
 from .test_identity import FakeApi
 

@@ -15,8 +15,7 @@ from kustomize_controller.kustomize.sops.keys.azure_credentials import ManagedId
 from kustomize_controller.kustomize.sops.keys.credentials import CredentialError, KeyServiceContext
 from kustomize_controller.kustomize.sops.keys.gcp_credentials import ControllerADC
 from kustomize_controller.runtime.clock import FakeClock
-
-from .loopback import serve
+from tests.loopback import serve
 
 GCP = "failed to create provider access token for the controller: "
 Answer = Callable[[web.Request], web.Response]
