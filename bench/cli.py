@@ -6,7 +6,7 @@ Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, 
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
 (issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios scale`` (issue 27),
 1,000 to 10,000 Kustomizations in one process and in 4 shards (``--scale-sizes``, ``--scale-shards``;
-bench/scale.py), tens of minutes per size at 10,000.
+``4/1``: the first of four shards alone; bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
@@ -39,6 +39,16 @@ def _sizes(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def _layouts(text: str) -> list[tuple[int, int]]:
+    """``1,4,4/1`` → (processes, running): one process, four shards, the first of four shards alone."""
+    out = []
+    for part in (x.strip() for x in text.split(",")):
+        if part:
+            shards, _, running = part.partition("/")
+            out.append((int(shards), int(running or shards)))
+    return out
+
+
 def _repeats(text: str) -> dict[int, int]:
     out: dict[int, int] = {}
     for part in text.split(","):
@@ -69,7 +79,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="Kustomizations of the scale scenario (issue 27; default 1000,2000,5000,10000)")
     p.add_argument("--scale-shards", default=None,
                    help="controller processes of the scale scenario: 1 is one process, k > 1 is k shards "
-                        "(--watch-label-selector, one lease each); default 1,4")
+                        "(--watch-label-selector, one lease each), k/r the first r of k shards alone (cold start "
+                        "only); default 1,4")
     p.add_argument("--scale-unpinned", action="store_true",
                    help="run the shards of the scale scenario on every CPU (default: each pinned to its share of "
                         "the CPUs, as Deployments with a CPU limit on one machine)")
@@ -112,7 +123,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "monorepo_size": args.monorepo_size or (50 if quick else 1000),
         "scale_sizes": _sizes(args.scale_sizes) if args.scale_sizes else ([100, 200] if quick else
                                                                            [1000, 2000, 5000, 10000]),
-        "scale_shards": _sizes(args.scale_shards) if args.scale_shards else [1, 4],
+        "scale_shards": _layouts(args.scale_shards) if args.scale_shards else [(1, 1), (4, 4)],
         "scale_pin": not args.scale_unpinned,
         "chaos": {
             "size": args.chaos_size or (30 if quick else 300),
@@ -193,10 +204,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     # then in shards, so that a run cut short by the deadline still has both at the smaller sizes
     if "scale" in wanted:
         for size in p.get("scale_sizes", []):
-            for shards in p.get("scale_shards", [1]):
-                await record("scale", size, lambda m, size=size, shards=shards: scale.scale(cfg, size, shards=shards,
-                                                                                           pin=p.get("scale_pin", True),
-                                                                                           into=m))
+            for shards, running in p.get("scale_shards", [(1, 1)]):
+                await record("scale", size,
+                             lambda m, size=size, shards=shards, running=running: scale.scale(
+                                 cfg, size, shards=shards, running=running, pin=p.get("scale_pin", True), into=m))
     # issue 23: the first decryption with each cloud key service (loopback servers), and a controller
     # that never meets a cloud key does not load them
     if "keyservices" in wanted:

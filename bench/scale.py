@@ -15,6 +15,11 @@ CPUs (:func:`shard_cpus`: CPU ``i mod c`` when there are more shards than CPUs),
 builds for its share (``kustomize_controller/runtime/cpus.py``) instead of for the whole machine. The single
 process is never pinned. ``cpus_per_process`` records what each process could use.
 
+``running`` < ``k`` starts only the first ``running`` shards (``--scale-shards 4/1``: shard 1 of 4 alone,
+layout ``shards4run1``): the cluster holds all ``n`` Kustomizations and sources, the running shards reconcile
+theirs, and only the cold start is measured, per Kustomization of theirs. It tells what a shard costs when
+it has the machine to itself (as on machines of its own) from what sharing the machine adds.
+
 Nothing is restarted with ``VerifiedApplies`` here (the ``cold`` scenario does that). ``--profile-dir``
 runs the single process under py-spy (its CPU and RSS figures then describe py-spy); shards never are.
 """
@@ -43,22 +48,35 @@ def shard_flags(cfg: Config, shard: str) -> list[str]:
     return [*cfg.flags, "--enable-leader-election", f"--watch-label-selector={SHARD_KEY} in ({shard})"]
 
 
-async def scale(cfg: Config, n: int, *, shards: int = 1, pin: bool = True, into: Metrics | None = None) -> Metrics:
+def layout(shards: int, running: int | None = None) -> str:
+    """The metric prefix of a layout: ``one``, ``shards<k>``, or ``shards<k>run<r>`` for the first r of k alone."""
+    if shards == 1:
+        return "one"
+    return f"shards{shards}" if running is None or running >= shards else f"shards{shards}run{running}"
+
+
+async def scale(cfg: Config, n: int, *, shards: int = 1, running: int | None = None, pin: bool = True,
+                into: Metrics | None = None) -> Metrics:
     m: Metrics = into if into is not None else {}
     machine = sorted(os.sched_getaffinity(0))
     pinned = shard_cpus(shards, machine) if shards > 1 and pin else [None] * shards
-    prefix = "one" if shards == 1 else f"shards{shards}"
+    prefix = layout(shards, running)
+    started_shards = shards if shards == 1 or running is None else max(1, min(running, shards))
     labelled = shards if shards > 1 else 0
-    async with cluster(cfg, f"scale-{n}-{shards}") as (api, client, artifacts), Tracker(client) as tracker:
+    async with cluster(cfg, f"scale-{n}-{prefix}") as (api, client, artifacts), Tracker(client) as tracker:
         setup_started = time.perf_counter()
         expected = await setup(client, artifacts, n, wait=cfg.wait, shards=labelled)
         m[f"{prefix}.setup_s"] = time.perf_counter() - setup_started
+        if started_shards < shards:  # app i belongs to shard_of(i): keep the running shards' own
+            ours = {shard_of(k, shards) for k in range(started_shards)}
+            expected = {name: rev for i, (name, rev) in enumerate(expected.items()) if shard_of(i, shards) in ours}
         names = list(expected)
+        owned = len(expected)  # the per-Kustomization figures divide by the Kustomizations reconciled
         members = (
             [controller(cfg, api, name=f"scale-{n}", profile=True)] if shards == 1 else
             [controller(cfg, api, name=f"scale-{n}-{shard_of(k, shards)}", flags=shard_flags(cfg, shard_of(k, shards)),
                         cpus=pinned[k])
-             for k in range(shards)]
+             for k in range(started_shards)]
         )
         m[f"{prefix}.cpus_per_process"] = float(min(len(cpus) if cpus else len(machine) for cpus in pinned))
         api0 = api_cpu(api)
@@ -69,20 +87,24 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, pin: bool = True, into:
             stats = group.stats()
             m[f"{prefix}.cold_s"] = ready - started
             m[f"{prefix}.first_ready_s"] = tracker.first_ready(expected) - started
-            m[f"{prefix}.cold_ms_per_ks"] = (ready - started) * 1000 / n
+            m[f"{prefix}.cold_ms_per_ks"] = (ready - started) * 1000 / owned
             m[f"{prefix}.cold_cpu_s"] = stats.cpu_s
-            m[f"{prefix}.cold_cpu_ms_per_ks"] = stats.cpu_s * 1000 / n
-            m[f"{prefix}.cold_kustomize_cpu_ms_per_ks"] = stats.children_cpu_s * 1000 / n
+            m[f"{prefix}.cold_cpu_ms_per_ks"] = stats.cpu_s * 1000 / owned
+            m[f"{prefix}.cold_kustomize_cpu_ms_per_ks"] = stats.children_cpu_s * 1000 / owned
             if api.pid:
-                m[f"{prefix}.cold_apiserver_cpu_ms_per_ks"] = (api_cpu(api) - api0) * 1000 / n
-            m[f"{prefix}.cold_requests_per_ks"] = metric_sum(samples, "rest_client_requests_total") / n
+                m[f"{prefix}.cold_apiserver_cpu_ms_per_ks"] = (api_cpu(api) - api0) * 1000 / owned
+            m[f"{prefix}.cold_requests_per_ks"] = metric_sum(samples, "rest_client_requests_total") / owned
             m[f"{prefix}.cold_peak_rss_mib"] = stats.peak_rss_mib
             m[f"{prefix}.cold_builder_processes"] = metric_sum(samples, "kustomize_controller_builder_processes_total")
             m[f"{prefix}.cold_builds_shared"] = metric_sum(samples, "kustomize_controller_builds_shared_total")
             if shards > 1:
                 leases = await client.list("coordination.k8s.io/v1", "Lease", FLUX_NS)
-                wanted = {leader_election_id(f"{SHARD_KEY} in ({shard_of(k, shards)})") for k in range(shards)}
+                wanted = {leader_election_id(f"{SHARD_KEY} in ({shard_of(k, shards)})")
+                          for k in range(started_shards)}
                 m[f"{prefix}.leases"] = float(len(wanted & {lease["metadata"]["name"] for lease in leases}))
+            if started_shards < shards:
+                m[f"{prefix}.peak_rss_mib"] = stats.peak_rss_mib
+                return m  # the new revision publishes every app's source: a whole layout's measure only
             cold_cpu = stats.cpu_s
             sub: Metrics = {}
             # a new revision, then one no-op round (a second one at 10,000 would add minutes, not information)

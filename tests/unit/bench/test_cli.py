@@ -44,7 +44,7 @@ def test_default_plan() -> None:
         "requests_variants": ["apf", "noapf"],
         "monorepo_size": 1000,
         "scale_sizes": [1000, 2000, 5000, 10000],
-        "scale_shards": [1, 4],
+        "scale_shards": [(1, 1), (4, 4)],
         "scale_pin": True,
         "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
                   "seed": 25, "converge_within": 900.0},
@@ -70,7 +70,9 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
 
 def test_scale_plan_options() -> None:
     p = cli.plan(cli.parse(["--scenarios", "scale", "--scale-sizes", "2000,5000", "--scale-shards", "4"]))
-    assert (p["scenarios"], p["scale_sizes"], p["scale_shards"]) == (["scale"], [2000, 5000], [4])
+    assert (p["scenarios"], p["scale_sizes"], p["scale_shards"]) == (["scale"], [2000, 5000], [(4, 4)])
+    # the first of four shards alone, next to the whole layouts
+    assert cli.plan(cli.parse(["--scale-shards", "1,4,4/1"]))["scale_shards"] == [(1, 1), (4, 4), (4, 1)]
     assert p["scale_pin"] is True
     assert cli.plan(cli.parse(["--scale-unpinned"]))["scale_pin"] is False
 
@@ -132,7 +134,8 @@ def test_main_from_json_fails_when_a_run_failed(tmp_path: Path, monkeypatch: pyt
 @pytest.mark.parametrize("objects", [1, 3, 100])
 def test_make_artifact_is_a_kustomization_of_n_objects(objects: int) -> None:
     with tarfile.open(fileobj=io.BytesIO(build_pipeline.make_artifact(objects)), mode="r:gz") as tar:
-        files = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}  # type: ignore[union-attr]
+        files = {m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+                 for m in tar.getmembers() if m.isfile()}  # the parent directories have entries of their own
     yaml = YAML(typ="safe")
     kustomization = yaml.load(files.pop("app/kustomization.yaml"))
     assert kustomization["resources"] == [f"obj-{i:04d}.yaml" for i in range(objects)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.scale import shard_cpus
+from bench.scale import layout, shard_cpus
 
 
 @pytest.mark.parametrize(
@@ -19,3 +19,7 @@ from bench.scale import shard_cpus
 )
 def test_shard_cpus(shards: int, cpus: list[int], want: list[set[int]]) -> None:
     assert shard_cpus(shards, cpus) == [frozenset(w) for w in want]
+
+
+def test_layout_names() -> None:
+    assert [layout(1), layout(4), layout(4, 4), layout(4, 1)] == ["one", "shards4", "shards4", "shards4run1"]
