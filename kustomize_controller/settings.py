@@ -310,10 +310,10 @@ FLAGS: tuple[_Flag, ...] = (
           "The most queued kustomize builds one builder process runs together (each root still gets exactly its "
           "own build's output, or is built alone); 1 runs every build in its own process (ours)."),
     _Flag("build-batch-wait", "build_batch_wait", "duration",
-          "In a burst of builds (another one submitted less than a second before, while other reconciles are in "
-          "progress), how long a build that finds a builder free may wait for others to share its process; the "
-          "wait ends as soon as half --concurrent builds are queued. A build outside a burst never waits; 0s "
-          "turns waiting off (ours)."),
+          "In a burst of builds (another one submitted less than a second before, while other reconciles hold "
+          "workers; health checks that gave theirs back do not count), how long a build that finds a builder "
+          "free may wait for others to share its process; the wait ends as soon as half --concurrent builds are "
+          "queued. A build outside a burst never waits; 0s turns waiting off (ours)."),
     _Flag("artifact-cache-max-size", "artifact_cache_max_size", "int",
           "The bytes of extracted source artifacts kept on disk for reuse; 0 keeps none once unused (ours)."),
     _Flag("build-cache-max-size", "build_cache_max_size", "int",
