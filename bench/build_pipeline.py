@@ -86,8 +86,6 @@ def make_artifact(objects: int) -> bytes:
     return pack_files(files)
 
 
-
-
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:8.1f}"
 

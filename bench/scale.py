@@ -52,7 +52,13 @@ def layout(shards: int, running: int | None = None) -> str:
     """The metric prefix of a layout: ``one``, ``shards<k>``, or ``shards<k>run<r>`` for the first r of k alone."""
     if shards == 1:
         return "one"
-    return f"shards{shards}" if running is None or running >= shards else f"shards{shards}run{running}"
+    started = started_shards(shards, running)
+    return f"shards{shards}" if started == shards else f"shards{shards}run{started}"
+
+
+def started_shards(shards: int, running: int | None) -> int:
+    """How many of ``shards`` are started: ``running`` (None: all), at least one, at most all."""
+    return shards if running is None else max(1, min(running, shards))
 
 
 async def scale(cfg: Config, n: int, *, shards: int = 1, running: int | None = None, pin: bool = True,
@@ -61,14 +67,14 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, running: int | None = N
     machine = sorted(os.sched_getaffinity(0))
     pinned = shard_cpus(shards, machine) if shards > 1 and pin else [None] * shards
     prefix = layout(shards, running)
-    started_shards = shards if shards == 1 or running is None else max(1, min(running, shards))
+    launched = started_shards(shards, running)
     labelled = shards if shards > 1 else 0
     async with cluster(cfg, f"scale-{n}-{prefix}") as (api, client, artifacts), Tracker(client) as tracker:
         setup_started = time.perf_counter()
         expected = await setup(client, artifacts, n, wait=cfg.wait, shards=labelled)
         m[f"{prefix}.setup_s"] = time.perf_counter() - setup_started
-        if started_shards < shards:  # app i belongs to shard_of(i): keep the running shards' own
-            ours = {shard_of(k, shards) for k in range(started_shards)}
+        if launched < shards:  # app i belongs to shard_of(i): keep the running shards' own
+            ours = {shard_of(k, shards) for k in range(launched)}
             expected = {name: rev for i, (name, rev) in enumerate(expected.items()) if shard_of(i, shards) in ours}
         names = list(expected)
         owned = len(expected)  # the per-Kustomization figures divide by the Kustomizations reconciled
@@ -76,7 +82,7 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, running: int | None = N
             [controller(cfg, api, name=f"scale-{n}", profile=True)] if shards == 1 else
             [controller(cfg, api, name=f"scale-{n}-{shard_of(k, shards)}", flags=shard_flags(cfg, shard_of(k, shards)),
                         cpus=pinned[k])
-             for k in range(started_shards)]
+             for k in range(launched)]
         )
         m[f"{prefix}.cpus_per_process"] = float(min(len(cpus) if cpus else len(machine) for cpus in pinned))
         api0 = api_cpu(api)
@@ -100,9 +106,9 @@ async def scale(cfg: Config, n: int, *, shards: int = 1, running: int | None = N
             if shards > 1:
                 leases = await client.list("coordination.k8s.io/v1", "Lease", FLUX_NS)
                 wanted = {leader_election_id(f"{SHARD_KEY} in ({shard_of(k, shards)})")
-                          for k in range(started_shards)}
+                          for k in range(launched)}
                 m[f"{prefix}.leases"] = float(len(wanted & {lease["metadata"]["name"] for lease in leases}))
-            if started_shards < shards:
+            if launched < shards:
                 m[f"{prefix}.peak_rss_mib"] = stats.peak_rss_mib
                 return m  # the new revision publishes every app's source: a whole layout's measure only
             cold_cpu = stats.cpu_s

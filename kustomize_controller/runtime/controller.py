@@ -331,8 +331,7 @@ class Controller:
     async def reconcile_handler(self, req: Request, *, slot: _WorkerSlot | None = None) -> None:
         """Run one reconcile and map its outcome onto queue operations and metrics (A3)."""
         start = self._clock.monotonic()
-        self._active.inc()
-        self.busy_workers.active += 1
+        self._worker_taken()
         ctx = {
             "controller": self.name,
             "name": req.name,
@@ -374,6 +373,10 @@ class Controller:
             if slot is None or not slot.released.is_set():
                 self._worker_freed()  # a released reconcile gave its worker back already
             self._time.observe(self._clock.monotonic() - start)
+
+    def _worker_taken(self) -> None:
+        self._active.inc()
+        self.busy_workers.active += 1
 
     def _worker_freed(self) -> None:
         self._active.dec()

@@ -23,3 +23,4 @@ def test_shard_cpus(shards: int, cpus: list[int], want: list[set[int]]) -> None:
 
 def test_layout_names() -> None:
     assert [layout(1), layout(4), layout(4, 4), layout(4, 1)] == ["one", "shards4", "shards4", "shards4run1"]
+    assert [layout(4, 9), layout(4, 0)] == ["shards4", "shards4run1"]  # at most all, at least one
