@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test faults run bench e2e lint typecheck imports unit venv builder crd image clean
+.PHONY: test test-real faults run bench e2e lint typecheck imports unit venv builder crd image clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -37,9 +37,19 @@ run: venv builder
 bench: venv builder
 	$(BIN)/python -m bench $(ARGS)
 
-# End-to-end scenarios against a real cluster (E2E_KUBECONFIG); skipped cleanly without one.
+# The integration suite on a real control plane started from KUBE_ASSETS (kube-apiserver, etcd and optionally
+# kube-controller-manager: tests/controlplane, docs/testing.md); without them it says what is missing and skips.
+test-real: venv builder
+	$(BIN)/python -m tests.controlplane run --export TEST_KUBECONFIG -- $(BIN)/pytest -m integration tests $(ARGS)
+
+# End-to-end scenarios against a real cluster: E2E_KUBECONFIG, else a control plane from KUBE_ASSETS; skipped
+# cleanly without either.
 e2e: venv builder
-	$(BIN)/pytest e2e $(ARGS)
+	@if [ -n "$$E2E_KUBECONFIG" ]; then \
+		$(BIN)/pytest e2e $(ARGS); \
+	else \
+		$(BIN)/python -m tests.controlplane run --export E2E_KUBECONFIG -- $(BIN)/pytest e2e $(ARGS); \
+	fi
 
 venv: $(STAMP)
 
