@@ -214,6 +214,10 @@ async def cluster(request: pytest.FixtureRequest, crd_documents: list[dict[str, 
             await _delete_namespace(handle)
             left = await leakcheck.snapshot(handle)
             leak_tracker.record(request.node.nodeid, (left - before) | {("Namespace", namespace)})
+            # a closed session's TLS connections finish their shutdown (close_notify, then the server's EOF) on
+            # the loop; the embedded server cuts them when it stops, a real one needs these turns before the
+            # test's loop closes, or the transports are collected unclosed (ResourceWarning) in a later test
+            await asyncio.sleep(0.2)
         return
     async with ApiServer() as server:
         handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,

@@ -411,9 +411,13 @@ class Api:
             if not self.authorizer.allowed(user, attrs):
                 raise errors.forbidden(rt.plural, rt.group, name, forbidden_message(user, attrs))
         body = await self._json_body(request)
-        self.tokens.check(body)  # validation comes before the ServiceAccount is read, as upstream
+        # as kube-apiserver v1.36: the body decoded, its name checked against the path, the ServiceAccount read
+        # (404), then the request validated (422)
+        self.tokens.check_name(body, name=name, namespace=namespace)
         service_account = self.cluster.get(rt, namespace, name)
-        return json_response(self.tokens.create(service_account, namespace, body, self.cluster.clock.now()), 201)
+        manager = request.query.get("fieldManager") or _manager_from_agent(request.headers.get("User-Agent", ""))
+        answer = self.tokens.create(service_account, namespace, body, self.cluster.clock.now(), manager=manager)
+        return json_response(answer, 201)
 
     async def _json_body(self, request: web.Request) -> Any:
         raw = await request.read()

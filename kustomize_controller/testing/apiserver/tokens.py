@@ -2,9 +2,14 @@
 kube-apiserver v1.36 answers it (docs/testing.md, "ServiceAccount tokens").
 
 Contract:
-- ``TokenIssuer.check(body)`` then ``create(service_account, namespace, body, now)`` validate the TokenRequest
-  (``expirationSeconds`` 600..2^32, default 3600; audiences default to the server's own), reads the
-  ServiceAccount (404 as for a GET) and answers the TokenRequest with ``status.token`` and
+- In the order a real server takes (checked against kube-apiserver v1.36.3): ``TokenIssuer.check_name(body,
+  name=, namespace=)`` decodes the body and checks a ``metadata.name`` it sets against the path (422) and a
+  ``metadata.namespace`` against the request's (400); the caller reads the ServiceAccount (404 as for a GET,
+  before any validation of the spec); ``create(service_account, namespace, body, now, manager=)`` validates
+  (``expirationSeconds`` 600..2^32, default 3600; audiences default to the server's own; 422) and answers
+  the TokenRequest with the request's metadata completed as the real one is — the ServiceAccount's name,
+  namespace and ``uid``, ``creationTimestamp`` now, a ``managedFields`` entry (``Update`` by the caller's
+  field manager, subresource ``token``, the fields it sent after defaulting) — and ``status.token``,
   ``status.expirationTimestamp``. Nothing is stored and no watch event is sent.
 - Tokens are RS256 JWTs signed with a key generated on first use (``public_key_pem`` exposes it,
   for tests that verify), with the claims of a real server: ``iss``, ``sub``
@@ -24,8 +29,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import errors, objects
+from .kinds import ResourceType
+from .patch.fieldsets import encode, fields_of
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+#: for the field set of the answer's managedFields (audiences is an atomic list: the default)
+_TOKEN_REQUEST = ResourceType(group="authentication.k8s.io", version="v1", kind="TokenRequest",
+                              plural="tokenrequests", namespaced=True)
 DEFAULT_EXPIRATION = 3600
 MIN_EXPIRATION = 600
 MAX_EXPIRATION = 1 << 32
@@ -94,7 +104,19 @@ class TokenIssuer:
         if problems:
             raise errors.invalid("TokenRequest", GROUP, "", problems)
 
-    def create(self, service_account: dict[str, Any], namespace: str, body: Any, now: datetime) -> dict[str, Any]:
+    def check_name(self, body: Any, *, name: str, namespace: str) -> None:
+        """The checks that come before the ServiceAccount is read: the body's name and namespace."""
+        sent = _check_request(body).get("metadata")
+        meta: dict[str, Any] = sent if isinstance(sent, dict) else {}
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                     "the request")
+        if meta.get("name") and meta["name"] != name:
+            raise errors.invalid("TokenRequest", GROUP, name, [errors.FieldError(
+                "metadata.name", "Invalid value", "must match the service account name if specified", meta["name"])])
+
+    def create(self, service_account: dict[str, Any], namespace: str, body: Any, now: datetime, *,
+               manager: str = "unknown") -> dict[str, Any]:
         """The answer to a checked TokenRequest for ``service_account`` (already read)."""
         self.check(body)
         request = dict(body)
@@ -102,6 +124,7 @@ class TokenIssuer:
         expiration = spec.get("expirationSeconds") or DEFAULT_EXPIRATION
         audiences = spec.get("audiences") or list(self.audiences)
         metadata = service_account["metadata"]
+        sent_spec = {k: v for k, v in spec.items() if v is not None and k != "expirationSeconds"}
         issued = now.replace(microsecond=0)
         expires = issued + timedelta(seconds=expiration)
         claims = {
@@ -119,10 +142,20 @@ class TokenIssuer:
         }
         sent = request.get("metadata")
         request_meta: dict[str, Any] = sent if isinstance(sent, dict) else {}
+        owned = {k: v for k, v in request_meta.items() if k in ("labels", "annotations") and v}
+        fields = encode(fields_of(_TOKEN_REQUEST, {"metadata": owned,
+                                                   "spec": {**sent_spec, "expirationSeconds": expiration}}))
+        stamp = objects.timestamp(now)
         return {
             "kind": "TokenRequest",
             "apiVersion": f"{GROUP}/v1",
-            "metadata": {**request_meta, "namespace": namespace, "creationTimestamp": None},
+            "metadata": {
+                **request_meta, "name": metadata["name"], "namespace": namespace, "uid": metadata.get("uid", ""),
+                "creationTimestamp": stamp,
+                "managedFields": [{"manager": manager, "operation": "Update", "apiVersion": f"{GROUP}/v1",
+                                   "time": stamp, "fieldsType": "FieldsV1", "fieldsV1": fields,
+                                   "subresource": "token"}],
+            },
             "spec": {"audiences": list(audiences), "expirationSeconds": expiration, "boundObjectRef": None},
             "status": {"token": self.sign(claims), "expirationTimestamp": objects.timestamp(expires)},
         }

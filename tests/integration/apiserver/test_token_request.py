@@ -60,8 +60,15 @@ async def test_token_for_audiences_with_its_claims(cluster):
         assert (body["apiVersion"], body["kind"]) == ("authentication.k8s.io/v1", "TokenRequest")
         assert body["spec"]["audiences"] == ["sts.amazonaws.com"]
         assert body["spec"]["expirationSeconds"] == 1800
-        assert body["metadata"].get("namespace") == ns
-        assert "resourceVersion" not in body["metadata"] and "uid" not in body["metadata"]
+        # the request's metadata completed with the ServiceAccount's name, namespace and uid, the time of the
+        # request and its managedFields (kube-apiserver v1.36.3); nothing stored, so no resourceVersion
+        meta = body["metadata"]
+        assert (meta["name"], meta["namespace"], meta["uid"]) == ("tokens", ns, sa["metadata"]["uid"])
+        assert "resourceVersion" not in meta and meta["creationTimestamp"]
+        [entry] = meta["managedFields"]
+        assert (entry["operation"], entry["apiVersion"], entry["subresource"]) == (
+            "Update", "authentication.k8s.io/v1", "token")
+        assert entry["fieldsV1"] == {"f:spec": {"f:audiences": {}, "f:expirationSeconds": {}}}
         claims = claims_of(body["status"]["token"])
         assert claims["sub"] == f"system:serviceaccount:{ns}:tokens"
         assert claims["aud"] == ["sts.amazonaws.com"]
@@ -94,16 +101,29 @@ async def test_defaults_expiration_and_audiences(cluster):
         assert claims["exp"] - claims["iat"] == 3600
 
 
-async def test_validation_then_missing_service_account(cluster):
+async def test_missing_service_account_then_validation(cluster):
+    """kube-apiserver v1.36.3 reads the ServiceAccount before it validates the spec: an invalid request for a
+    missing one is 404; the body's name must match the path (422) and its namespace the request's (400)."""
     ns = cluster.namespace
     async with cluster.session() as http:
         status, body = await call(http, "POST", token_path(ns, "missing"), body=token_request(expirationSeconds=599))
-        assert (status, body["reason"]) == (422, "Invalid")  # validated before the ServiceAccount is read
-        assert body["message"] == ('TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: '
-                                   "Invalid value: 599: may not specify a duration less than 10 minutes")
-        status, body = await call(http, "POST", token_path(ns, "missing"), body=token_request(audiences=["x"]))
         assert (status, body["reason"]) == (404, "NotFound")
         assert body["message"] == 'serviceaccounts "missing" not found'
+        await create_sa(http, ns, "present")
+        status, body = await call(http, "POST", token_path(ns, "present"), body=token_request(expirationSeconds=599))
+        assert (status, body["reason"]) == (422, "Invalid")
+        assert body["message"] == ('TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: '
+                                   "Invalid value: 599: may not specify a duration less than 10 minutes")
+        status, body = await call(http, "POST", token_path(ns, "present"),
+                                  body={**token_request(), "metadata": {"name": "other"}})
+        assert (status, body["reason"]) == (422, "Invalid")
+        assert body["message"] == ('TokenRequest.authentication.k8s.io "present" is invalid: metadata.name: '
+                                   'Invalid value: "other": must match the service account name if specified')
+        status, body = await call(http, "POST", token_path(ns, "present"),
+                                  body={**token_request(), "metadata": {"namespace": f"{ns}-other"}})
+        assert (status, body["reason"]) == (400, "BadRequest")
+        assert body["message"] == ("the namespace of the provided object does not match the namespace sent on "
+                                   "the request")
         status, _ = await call(http, "GET", token_path(ns, "missing"))
         assert status in (404, 405)
 
