@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import UTC, datetime
 from typing import TextIO
 
 from kustomize_controller.api.changes import (
     APPROVAL_ANNOTATION,
+    APPROVED_AT_ANNOTATION,
     APPROVED_CONDITION,
     APPROVED_PLAN_ANNOTATION,
     ApprovalMode,
@@ -47,6 +49,7 @@ from kustomize_controller.kube.errors import KubeError
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.gate.plan import plan_id_in
 from kustomize_controller.reconcile.preview import Preview, PreviewError
+from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.settings import FlagError
 
 EXIT_APPROVED, EXIT_DECLINED = 0, 1
@@ -54,6 +57,26 @@ EXIT_APPROVED, EXIT_DECLINED = 0, 1
 
 class ApproveError(Exception):
     """The plan cannot be approved (the message says why)."""
+
+
+def rfc3339_nano(moment: datetime) -> str:
+    """``moment`` in UTC as Go's ``time.RFC3339Nano`` writes it (fraction without trailing zeros)."""
+    moment = moment.astimezone(UTC)
+    fraction = f"{moment.microsecond * 1000:09d}".rstrip("0")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
+
+
+async def approve_plan(client: KubeClient, *, namespace: str, name: str, plan_id: str, clock: Clock) -> str:
+    """Approve plan ``plan_id`` of the Kustomization ``namespace/name`` as ``client``'s user: one merge patch
+    of ``approved-plan: <plan_id>`` and ``approved-at: <now, RFC3339Nano UTC>``, a new approval that the
+    controller applies once (docs/change-management.md). Returns the ``approved-at`` token written; raises
+    ``KubeError`` (e.g. ``NotFoundError``, ``ForbiddenError``) when the patch fails. Checks nothing else:
+    the caller shows the plan and knows the Kustomization waits for approvals."""
+    token = rfc3339_nano(clock.now())
+    await client.patch(API_VERSION, KIND, name, namespace,
+                       {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan_id, APPROVED_AT_ANNOTATION: token}}},
+                       patch_type="merge")
+    return token
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -101,8 +124,7 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, *, stdin: TextIO | 
             print("not approved", file=err)
             outcome.append(EXIT_DECLINED)
             return
-        await client.patch(API_VERSION, KIND, args.name, args.namespace,
-                           {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan.id}}}, patch_type="merge")
+        await approve_plan(client, namespace=args.namespace, name=args.name, plan_id=plan.id, clock=RealClock())
         print(f"{subject}: approved {plan.describe()} for revision {preview.revision}", file=out)
         outcome.append(EXIT_APPROVED)
 
