@@ -5,11 +5,16 @@ controller flags ``diff`` takes (``--override-manager``, ``--feature-gates``, ``
 runs the same preview as ``diff`` (``reconcile/preview.py``, writing nothing) planned as the apply plans
 (``as_applied``: drift that ``drift-detection: warn`` keeps is no change), prints it, its plan id and
 counts, and why the controller holds its own plan; then, once confirmed (a ``y`` on stdin, or ``--yes``
-for scripts), sets ``kustomize.toolkit.fluxcd.io/approved-plan: <id>`` on the Kustomization (a merge
-patch of that one annotation). The annotation enqueues the Kustomization; the controller applies only
-if the plan it computes has that id — if the cluster or the source moved in between, the new plan waits
-for its own approval and the ``Approved`` condition says so. Approving is therefore safe whatever
-happens after the preview; what is approved is exactly what was shown.
+for scripts), approves it with ``approve_plan``: ``kustomize.toolkit.fluxcd.io/approved-plan: <id>`` and
+``kustomize.toolkit.fluxcd.io/approved-at: <now>`` in one merge patch — a new approval, even of a plan
+approved before. The annotations enqueue the Kustomization; the controller applies only if the plan it
+computes has that id — if the cluster or the source moved in between, the new plan waits for its own
+approval and the ``Approved`` condition says so — and only once: the apply uses the approval up, and a
+later plan with the same id (drift back, a revert) waits for another ``approve``. Approving is therefore
+safe whatever happens after the preview; what is approved is exactly what was shown, one time.
+
+``approve_plan(client, namespace=, name=, plan_id=, clock=)`` is the one place that approves a plan as a
+user (the web UI calls it too); it checks nothing else.
 
 When the controller's pending plan (the ``Approved`` condition) names another id than the preview's, both
 are printed: the controller has not planned the current state yet (it will on the annotation's event).
@@ -73,8 +78,8 @@ async def approve_plan(client: KubeClient, *, namespace: str, name: str, plan_id
     ``KubeError`` (e.g. ``NotFoundError``, ``ForbiddenError``) when the patch fails. Checks nothing else:
     the caller shows the plan and knows the Kustomization waits for approvals."""
     token = rfc3339_nano(clock.now())
-    await client.patch(API_VERSION, KIND, name, namespace,
-                       {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan_id, APPROVED_AT_ANNOTATION: token}}},
+    annotations = {APPROVED_PLAN_ANNOTATION: plan_id, APPROVED_AT_ANNOTATION: token}
+    await client.patch(API_VERSION, KIND, name, namespace, {"metadata": {"annotations": annotations}},
                        patch_type="merge")
     return token
 
@@ -125,7 +130,8 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, *, stdin: TextIO | 
             outcome.append(EXIT_DECLINED)
             return
         await approve_plan(client, namespace=args.namespace, name=args.name, plan_id=plan.id, clock=RealClock())
-        print(f"{subject}: approved {plan.describe()} for revision {preview.revision}", file=out)
+        print(f"{subject}: approved {plan.describe()} for revision {preview.revision} (applied once; a later "
+              f"plan with this id needs another approval)", file=out)
         outcome.append(EXIT_APPROVED)
 
     try:

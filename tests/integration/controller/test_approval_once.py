@@ -149,5 +149,5 @@ async def test_drift_right_after_an_approved_apply_waits(env: ControllerEnv) -> 
     await manual(env, tree(a="one"), interval="2s")
     _, approved = await approved_and_applied(env, tree(a="two"))
     await hand_edit(env, "hotfix")
-    obj = await env.wait_for("app", lambda o: used_up(o, approved))
+    await env.wait_for("app", lambda o: used_up(o, approved))
     assert await mode_of(env) == "hotfix"
