@@ -17,7 +17,8 @@ Contract:
   policy: a preview shows every drift as the change it is (``drift-detection: warn`` does not hide it).
 - ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
   only objects of the previous inventory, still carrying our owner labels and not excluded, are
-  reported ``deleted``, with the ``resourceVersion`` prune's own GET read.
+  reported ``deleted``, with the ``resourceVersion`` prune's own GET read. An object already gone is not
+  listed: deleting it writes nothing (prune only drops it from the inventory).
 - ``render_diff`` is pure: the live object and the dry-run result without server noise
   (``managedFields``, ``resourceVersion``, ``uid``, ``generation``, ``creationTimestamp``, ``selfLink``,
   ``status``) and without ``spec.ignore`` paths, as YAML, in unified diff form. Secret ``data`` and
@@ -206,8 +207,9 @@ async def preview_prune(
 
     Objects prune would leave (not ours any more, excluded) are not listed."""
     reader = _ReadVersions(client)
+    gone: set[ObjRef] = set()
     try:
-        change_set = await delete_all(reader, stale, owner=owner)
+        change_set = await delete_all(reader, stale, owner=owner, already_gone=lambda s: gone.add(s.ref))
         errors = ""
     except PruneError as exc:  # the other objects were still looked at
         change_set, errors = exc.change_set, exc.message
@@ -215,7 +217,7 @@ async def preview_prune(
         PreviewChange(ref=e.ref, api_version=StaleObject(ref=e.ref, version=e.version).api_version,
                       action=str(e.action), live_version=reader.versions.get(e.ref, ""))
         for e in change_set
-        if e.action is Action.DELETED
+        if e.action is Action.DELETED and e.ref not in gone
     ]
     return out, errors
 

@@ -59,7 +59,7 @@ from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef, split_api_version
 from kustomize_controller.apply.preview import PreviewChange
-from kustomize_controller.apply.prune import delete_all
+from kustomize_controller.apply.prune import StaleObject, delete_all
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.apply.staging import staged_order
 from kustomize_controller.apply.verified import VerifiedApplies
@@ -91,6 +91,13 @@ from kustomize_controller.runtime.controller import release_worker
 
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
+
+
+def log_already_gone(stale: StaleObject) -> None:
+    """Prune found an object of the inventory already deleted (by someone else, or never created): reported
+    ``deleted`` as upstream does, and said so here."""
+    _log.info("already gone", object=str(stale.ref), version=stale.version,
+              detail="not found when pruned: nothing was deleted, the object leaves the inventory")
 
 
 class PipelineFailure(Exception):
@@ -353,7 +360,8 @@ class ApplyStep:
         stale = stale_objects(old_inventory, new_inventory)
         if ks.spec.prune and stale:
             try:
-                pruned = await delete_all(client, stale, owner=owner_labels(name, namespace))
+                pruned = await delete_all(client, stale, owner=owner_labels(name, namespace),
+                                          already_gone=log_already_gone)
             except PruneError as err:
                 ks.status.inventory = merge_survivors(new_inventory, stale, err.change_set or ChangeSet())
                 if (err.change_set or ChangeSet()).changes():
