@@ -198,7 +198,11 @@ def _pending(gate: GateInput) -> Verdict:
                        f"{message}; the approval of plan {plan.id} was already used (an approval applies once); "
                        f"approve again with `{hint}`, or set the annotation {APPROVED_AT_ANNOTATION} to a new "
                        f"value (the current time) with {APPROVED_PLAN_ANNOTATION}: {plan.id}")
-    if is_plan_id(gate.approved):
+    record = _carried(gate)
+    if is_plan_id(gate.approved) and record is not None and record.key == gate.approval_key:
+        # used by its apply (all of it, or part of it when the controller stopped in the middle)
+        message += f"; the approval of plan {gate.approved} was used, this plan waits for its own approval"
+    elif is_plan_id(gate.approved):
         message += (f"; the approved plan {gate.approved} is outdated (a newer revision or new drift), "
                     f"this plan waits for its own approval")
     elif gate.approved:

@@ -128,7 +128,7 @@ def test_the_record_is_carried_by_every_approved_message() -> None:
     newer = plan(revision="main@sha1:def")
     pending = decide(GateInput(approval=MANUAL, approved=PLAN.id, plan=newer, windows=None,
                                approval_key=KEY, record=USED))
-    assert pending.approved is not None and "is outdated" in pending.approved.message
+    assert pending.approved is not None and "was used, this plan waits" in pending.approved.message
     assert record_in(pending.approved.message) == USED
 
 
@@ -140,3 +140,14 @@ def test_an_approval_is_the_manual_request_of_a_window_once() -> None:
     held = decide(GateInput(approval=MANUAL, approved=PLAN.id, plan=PLAN, windows=CLOSED_MANUAL,
                             approval_key=KEY, record=USED))
     assert not held.apply and held.held_by == "ApprovalRequired"
+
+
+def test_a_plan_after_a_used_approval_says_it_was_used() -> None:
+    """The rest of a plan partly applied before a crash (or the next revision) names the approval as used,
+    not as outdated."""
+    for record in (USED, APPLYING):
+        rest = decide(GateInput(approval=MANUAL, approved=PLAN.id, plan=plan(revision="main@sha1:def"),
+                                windows=None, approval_key=KEY, record=record))
+        assert rest.approved is not None and not rest.apply
+        message = rest.approved.message
+        assert f"the approval of plan {PLAN.id} was used, this plan waits for its own approval" in message
