@@ -151,3 +151,40 @@ async def test_drift_right_after_an_approved_apply_waits(env: ControllerEnv) -> 
     await hand_edit(env, "hotfix")
     await env.wait_for("app", lambda o: used_up(o, approved))
     assert await mode_of(env) == "hotfix"
+
+
+async def test_a_failed_apply_that_wrote_nothing_keeps_the_approval_for_its_retry(env: ControllerEnv) -> None:
+    """The first write of the approved plan is refused (a webhook that skips dry-runs): nothing was written,
+    so the retry applies the plan with the same approval."""
+    ns = env.namespace
+    await manual(env, tree(a="one", b="one"), retryInterval="2s")
+    refused = env.server.faults.fail(method="PATCH", path=rf"/namespaces/{ns}/configmaps/a$", dry_run=False,
+                                     status=403, count=1, message="denied for now")
+    second = await env.publish(tree(a="two", b="two"))
+    await approve(env, await waiting_plan(env, second["revision"]))
+    obj = await env.wait_ready(revision=second["revision"])
+    assert refused.hits == 1
+    assert (await mode_of(env, "a"), await mode_of(env, "b")) == ("two", "two")
+    assert condition(obj, "Approved") == ("True", "PlanApproved") and condition_message(obj, "Approved").endswith(
+        " used]")
+
+
+async def test_a_failed_apply_that_wrote_something_uses_the_approval_up(env: ControllerEnv) -> None:
+    """The second write of the approved plan is refused after the first was written: the approval is used,
+    the rest of the plan waits for its own."""
+    ns = env.namespace
+    await manual(env, tree(a="one", b="one"), retryInterval="2s")
+    refused = env.server.faults.fail(method="PATCH", path=rf"/namespaces/{ns}/configmaps/b$", dry_run=False,
+                                     status=403, count=1, message="denied for now")
+    second = await env.publish(tree(a="two", b="two"))
+    approved = await waiting_plan(env, second["revision"])
+    await approve(env, approved)
+    obj = await env.wait_for("app", lambda o: condition(o, "Approved") == ("False", "ApprovalRequired")
+                             and f"the approval of plan {approved} was used" in condition_message(o, "Approved"))
+    assert refused.hits == 1
+    assert (await mode_of(env, "a"), await mode_of(env, "b")) == ("two", "one")
+    rest = plan_id_in(condition_message(obj, "Approved"))
+    assert rest != approved and "(1 configured)" in condition_message(obj, "Approved")
+    await approve(env, rest)
+    await env.wait_ready(revision=second["revision"])
+    assert await mode_of(env, "b") == "two"
