@@ -10,7 +10,8 @@ The approval is *usable* when it names exactly this plan and was not used: the r
 or of this key ``applying`` with this plan's id and live fingerprint (a controller died after recording it,
 before writing any of the plan). A record ``applying`` that does not match so counts as ``used``. With no
 ``Approved`` condition in the status (``approval: manual`` just switched on, or back on) an approval already
-in the annotations counts as used: it may be one that was applied before. Rules, in order:
+in the annotations counts as used: it may be one that was applied before; so does one found when the plan is
+empty (what it approved is in place, whoever put it there). Rules, in order:
 
 1. Invalid windows hold every change (fail closed: a mistyped freeze must not let changes through);
    ``SyncAllowed=False``/``InvalidSyncWindow`` with the error.
@@ -136,9 +137,11 @@ def usable(gate: GateInput) -> bool:
 
 def _carried(gate: GateInput) -> ApprovalRecord | None:
     """The record as this reconcile found it: an ``applying`` one that cannot go on is ``used``; an
-    approval found when approval: manual was just switched on is ``used``."""
+    approval found when approval: manual was just switched on, or with nothing left to change (what it
+    approved is in place), is ``used``."""
     record = gate.record
-    if not gate.recorded and gate.approval_key and is_plan_id(gate.approved):
+    fresh = record is None or record.key != gate.approval_key
+    if gate.approval_key and is_plan_id(gate.approved) and (not gate.recorded or (gate.plan.empty and fresh)):
         return ApprovalRecord(key=gate.approval_key, plan=gate.approved, state=USED)
     if record is not None and record.state == APPLYING and not (
         record.key == gate.approval_key and usable(gate)

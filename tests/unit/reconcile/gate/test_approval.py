@@ -86,6 +86,9 @@ def test_the_live_fingerprint_follows_resource_versions_not_the_id() -> None:
         (APPLYING, KEY, plan(revision="main@sha1:def"), True, False, USED),
         # approval: manual just switched (back) on: an approval already there counts as used
         (None, KEY, PLAN, False, False, USED),
+        # nothing to change: what the approval allowed is in place (applied by someone, or before an upgrade)
+        (None, KEY, plan(action="unchanged"), True, True, USED),
+        (ApprovalRecord(key=OTHER_KEY, plan=PLAN.id, state="used"), KEY, plan(action="unchanged"), True, True, USED),
         (None, "", PLAN, False, False, None),
     ],
 )
