@@ -5,11 +5,16 @@ controller flags ``diff`` takes (``--override-manager``, ``--feature-gates``, ``
 runs the same preview as ``diff`` (``reconcile/preview.py``, writing nothing) planned as the apply plans
 (``as_applied``: drift that ``drift-detection: warn`` keeps is no change), prints it, its plan id and
 counts, and why the controller holds its own plan; then, once confirmed (a ``y`` on stdin, or ``--yes``
-for scripts), sets ``kustomize.toolkit.fluxcd.io/approved-plan: <id>`` on the Kustomization (a merge
-patch of that one annotation). The annotation enqueues the Kustomization; the controller applies only
-if the plan it computes has that id — if the cluster or the source moved in between, the new plan waits
-for its own approval and the ``Approved`` condition says so. Approving is therefore safe whatever
-happens after the preview; what is approved is exactly what was shown.
+for scripts), approves it with ``approve_plan``: ``kustomize.toolkit.fluxcd.io/approved-plan: <id>`` and
+``kustomize.toolkit.fluxcd.io/approved-at: <now>`` in one merge patch — a new approval, even of a plan
+approved before. The annotations enqueue the Kustomization; the controller applies only if the plan it
+computes has that id — if the cluster or the source moved in between, the new plan waits for its own
+approval and the ``Approved`` condition says so — and only once: the apply uses the approval up, and a
+later plan with the same id (drift back, a revert) waits for another ``approve``. Approving is therefore
+safe whatever happens after the preview; what is approved is exactly what was shown, one time.
+
+``approve_plan(client, namespace=, name=, plan_id=, clock=)`` is the one place that approves a plan as a
+user (the web UI calls it too); it checks nothing else.
 
 When the controller's pending plan (the ``Approved`` condition) names another id than the preview's, both
 are printed: the controller has not planned the current state yet (it will on the annotation's event).
@@ -24,10 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import UTC, datetime
 from typing import TextIO
 
 from kustomize_controller.api.changes import (
     APPROVAL_ANNOTATION,
+    APPROVED_AT_ANNOTATION,
     APPROVED_CONDITION,
     APPROVED_PLAN_ANNOTATION,
     ApprovalMode,
@@ -47,6 +54,7 @@ from kustomize_controller.kube.errors import KubeError
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.gate.plan import plan_id_in
 from kustomize_controller.reconcile.preview import Preview, PreviewError
+from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.settings import FlagError
 
 EXIT_APPROVED, EXIT_DECLINED = 0, 1
@@ -54,6 +62,26 @@ EXIT_APPROVED, EXIT_DECLINED = 0, 1
 
 class ApproveError(Exception):
     """The plan cannot be approved (the message says why)."""
+
+
+def rfc3339_nano(moment: datetime) -> str:
+    """``moment`` in UTC as Go's ``time.RFC3339Nano`` writes it (fraction without trailing zeros)."""
+    moment = moment.astimezone(UTC)
+    fraction = f"{moment.microsecond * 1000:09d}".rstrip("0")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
+
+
+async def approve_plan(client: KubeClient, *, namespace: str, name: str, plan_id: str, clock: Clock) -> str:
+    """Approve plan ``plan_id`` of the Kustomization ``namespace/name`` as ``client``'s user: one merge patch
+    of ``approved-plan: <plan_id>`` and ``approved-at: <now, RFC3339Nano UTC>``, a new approval that the
+    controller applies once (docs/change-management.md). Returns the ``approved-at`` token written; raises
+    ``KubeError`` (e.g. ``NotFoundError``, ``ForbiddenError``) when the patch fails. Checks nothing else:
+    the caller shows the plan and knows the Kustomization waits for approvals."""
+    token = rfc3339_nano(clock.now())
+    annotations = {APPROVED_PLAN_ANNOTATION: plan_id, APPROVED_AT_ANNOTATION: token}
+    await client.patch(API_VERSION, KIND, name, namespace, {"metadata": {"annotations": annotations}},
+                       patch_type="merge")
+    return token
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -101,9 +129,9 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, *, stdin: TextIO | 
             print("not approved", file=err)
             outcome.append(EXIT_DECLINED)
             return
-        await client.patch(API_VERSION, KIND, args.name, args.namespace,
-                           {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan.id}}}, patch_type="merge")
-        print(f"{subject}: approved {plan.describe()} for revision {preview.revision}", file=out)
+        await approve_plan(client, namespace=args.namespace, name=args.name, plan_id=plan.id, clock=RealClock())
+        print(f"{subject}: approved {plan.describe()} for revision {preview.revision} (applied once; a later "
+              f"plan with this id needs another approval)", file=out)
         outcome.append(EXIT_APPROVED)
 
     try:

@@ -216,7 +216,7 @@ COMMANDS: dict[str, Command] = {
         handler=_diff,
     ),
     "approve": Command(
-        help="show the plan of a Kustomization with approval: manual, as diff does, and approve it",
+        help="show the plan of a Kustomization with approval: manual, as diff does, and approve it (once)",
         configure=_configure_approve,
         handler=_approve,
     ),

@@ -35,13 +35,20 @@ from typing import Any, TextIO
 
 import yaml
 
-from kustomize_controller.api.changes import APPROVAL_ANNOTATION, APPROVED_PLAN_ANNOTATION, SYNC_WINDOWS_ANNOTATION
+from kustomize_controller.api.changes import (
+    APPROVAL_ANNOTATION,
+    APPROVED_AT_ANNOTATION,
+    APPROVED_PLAN_ANNOTATION,
+    SYNC_WINDOWS_ANNOTATION,
+)
 from kustomize_controller.api.crdgen import build_crd
 from kustomize_controller.app import run_controller
+from kustomize_controller.approve_command import approve_plan
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.kube.errors import AlreadyExistsError, KubeError, NotFoundError
 from kustomize_controller.reconcile.gate.plan import plan_id_in
+from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.settings import Settings
 from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
@@ -251,7 +258,7 @@ async def _change_management(client: KubeClient, artifacts: ArtifactServer, exam
         return 1
     plan_id = plan_id_in(_condition(obj, "Approved")["message"])
     print(f"approving plan {plan_id}, as `kustomize-controller approve {name} -n {namespace} --yes` does", file=out)
-    await annotate({APPROVED_PLAN_ANNOTATION: plan_id})
+    await approve_plan(client, namespace=namespace, name=name, plan_id=plan_id, clock=RealClock())
     if await _until(client, ks, out, lambda o: (o.get("status") or {}).get("lastAppliedRevision") == second,
                     within=within, controller=controller) is None:
         return 1
@@ -261,7 +268,7 @@ async def _change_management(client: KubeClient, artifacts: ArtifactServer, exam
     fired = datetime.now(UTC).replace(second=0, microsecond=0)
     window = {"kind": "deny", "schedule": f"{fired.minute} {fired.hour} * * *", "timeZone": "UTC",
               "duration": f"{int((closes - fired).total_seconds()) + 1}s"}
-    await annotate({APPROVAL_ANNOTATION: None, APPROVED_PLAN_ANNOTATION: None,
+    await annotate({APPROVAL_ANNOTATION: None, APPROVED_PLAN_ANNOTATION: None, APPROVED_AT_ANNOTATION: None,
                     SYNC_WINDOWS_ANNOTATION: json.dumps([window])})
     third = await _publish_variant(artifacts, client, examples, source, "Applied after the sync window")
     print(f"published revision {third}", file=out)

@@ -7,6 +7,9 @@ The ``v1`` CRD schema stays upstream's, so both gates are switched on by annotat
   case-insensitively; anything else is an error the reconciler reports, never a silent fallback
   (falling back to ``auto`` would apply what a user asked to review).
 - ``kustomize.toolkit.fluxcd.io/approved-plan``: the id of the plan a person approved.
+- ``kustomize.toolkit.fluxcd.io/approved-at``: an opaque token set with it (``kustomize-controller approve``
+  writes the current time, RFC3339Nano UTC): the pair is one approval, applied once. Setting the token
+  anew approves the same plan again; never echoed into a status (``reconcile/gate/approval.py``).
 - ``kustomize.toolkit.fluxcd.io/sync-windows``: a YAML or JSON list of sync windows (Argo CD's model).
 """
 
@@ -20,9 +23,11 @@ from kustomize_controller.api.annotations import annotation_choice
 
 APPROVAL_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/approval"
 APPROVED_PLAN_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/approved-plan"
+APPROVED_AT_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/approved-at"
 SYNC_WINDOWS_ANNOTATION: Final = "kustomize.toolkit.fluxcd.io/sync-windows"
 #: every annotation whose change enqueues the Kustomization (they stand in for spec fields)
-GATE_ANNOTATIONS: Final = (APPROVAL_ANNOTATION, APPROVED_PLAN_ANNOTATION, SYNC_WINDOWS_ANNOTATION)
+GATE_ANNOTATIONS: Final = (APPROVAL_ANNOTATION, APPROVED_PLAN_ANNOTATION, APPROVED_AT_ANNOTATION,
+                            SYNC_WINDOWS_ANNOTATION)
 
 #: condition types (removed while their gate is off)
 APPROVED_CONDITION: Final = "Approved"
@@ -56,3 +61,8 @@ def approval_mode(annotations: Mapping[str, str] | None) -> ApprovalMode:
 def approved_plan(annotations: Mapping[str, str] | None) -> str:
     """The plan id a person approved (``""`` when none)."""
     return str((annotations or {}).get(APPROVED_PLAN_ANNOTATION) or "").strip()
+
+
+def approved_at(annotations: Mapping[str, str] | None) -> str:
+    """The token set with the approved plan (``""`` when none): opaque, compared, never shown."""
+    return str((annotations or {}).get(APPROVED_AT_ANNOTATION) or "")

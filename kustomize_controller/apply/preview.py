@@ -11,12 +11,14 @@ Contract:
   that the same set creates — cannot be dry-run before they exist; it is reported ``created``,
   unvalidated, as the staged apply would create it after them. Each change carries the digest of
   its desired manifest and, when configured, the paths that differ: what a plan id is made of
-  (``reconcile/gate/plan.py``). A dry-run failing on an immutable
+  (``reconcile/gate/plan.py``) — and the ``resourceVersion`` of the live object it was computed
+  against (``live_version``, ``""`` when absent), read by that same GET. A dry-run failing on an immutable
   field of an object with ``force`` is reported as a recreate. Callers pass no ``detect_only``
   policy: a preview shows every drift as the change it is (``drift-detection: warn`` does not hide it).
 - ``preview_prune`` is the controller's prune selection (``prune.delete_all``) with dry-run deletes:
   only objects of the previous inventory, still carrying our owner labels and not excluded, are
-  reported ``deleted``.
+  reported ``deleted``, with the ``resourceVersion`` prune's own GET read. An object already gone is not
+  listed: deleting it writes nothing (prune only drops it from the inventory).
 - ``render_diff`` is pure: the live object and the dry-run result without server noise
   (``managedFields``, ``resourceVersion``, ``uid``, ``generation``, ``creationTimestamp``, ``selfLink``,
   ``status``) and without ``spec.ignore`` paths, as YAML, in unified diff form. Secret ``data`` and
@@ -39,7 +41,7 @@ from kustomize_controller.apply.detect_only import drifted_paths
 from kustomize_controller.apply.drift import IgnoreRule, ignored_paths, strip_paths
 from kustomize_controller.apply.errors import PruneError
 from kustomize_controller.apply.manager import ApplyOptions, PlannedObject, ResourceManager
-from kustomize_controller.apply.objects import Object, ObjRef, deep_copy
+from kustomize_controller.apply.objects import Object, ObjRef, deep_copy, resource_version, split_api_version
 from kustomize_controller.apply.prune import StaleObject, delete_all
 from kustomize_controller.apply.staging import is_crd
 from kustomize_controller.apply.verified import fingerprint
@@ -130,6 +132,7 @@ class PreviewChange:
     note: str = ""
     desired: str = ""  # digest of the desired manifest (created/configured/recreated), for plan ids
     paths: tuple[str, ...] = ()  # configured: the field paths that differ (``detect_only.drifted_paths``)
+    live_version: str = ""  # the live object's resourceVersion the change was computed against ("": absent)
 
     @property
     def changed(self) -> bool:
@@ -170,6 +173,7 @@ async def preview_apply(
     for plan in planned:
         api_version = str(plan.desired.get("apiVersion") or "")
         desired = fingerprint(plan.desired, context="")
+        live_version = resource_version(plan.live) if plan.live is not None else ""
         if plan.error is not None:
             if _enabled_by_set(plan, namespaces, kinds):
                 out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=Action.CREATED,
@@ -182,7 +186,7 @@ async def preview_apply(
         if plan.recreate:
             out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=RECREATED,
                                      note="would be recreated: an immutable field changed and force is set",
-                                     desired=desired))
+                                     desired=desired, live_version=live_version))
             continue
         diff = note = ""
         paths: tuple[str, ...] = ()
@@ -192,7 +196,7 @@ async def preview_apply(
             if not diff:
                 note = "field managers only: fields of kubectl, legacy or overridden managers would be taken over"
         out.append(PreviewChange(ref=plan.ref, api_version=api_version, action=str(plan.action), diff=diff,
-                                 note=note, desired=desired, paths=paths))
+                                 note=note, desired=desired, paths=paths, live_version=live_version))
     return out
 
 
@@ -202,18 +206,34 @@ async def preview_prune(
     """What prune would delete (module contract), and prune's error message (``""`` when none).
 
     Objects prune would leave (not ours any more, excluded) are not listed."""
+    reader = _ReadVersions(client)
+    gone: set[ObjRef] = set()
     try:
-        change_set = await delete_all(DryRunClient(client), stale, owner=owner)
+        change_set = await delete_all(reader, stale, owner=owner, already_gone=lambda s: gone.add(s.ref))
         errors = ""
     except PruneError as exc:  # the other objects were still looked at
         change_set, errors = exc.change_set, exc.message
     out = [
         PreviewChange(ref=e.ref, api_version=StaleObject(ref=e.ref, version=e.version).api_version,
-                      action=str(e.action))
+                      action=str(e.action), live_version=reader.versions.get(e.ref, ""))
         for e in change_set
-        if e.action is Action.DELETED
+        if e.action is Action.DELETED and e.ref not in gone
     ]
     return out, errors
+
+
+class _ReadVersions(DryRunClient):
+    """A ``DryRunClient`` noting the ``resourceVersion`` of every object it read (prune's GET of each)."""
+
+    def __init__(self, client: ApplyClient) -> None:
+        super().__init__(client)
+        self.versions: dict[ObjRef, str] = {}
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        obj = await super().get(api_version, kind, name, namespace)
+        group, _ = split_api_version(api_version)
+        self.versions[ObjRef(group=group, kind=kind, namespace=namespace or "", name=name)] = resource_version(obj)
+        return obj
 
 
 # --- rendering (pure) -----------------------------------------------------------------------------

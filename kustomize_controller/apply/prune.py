@@ -4,7 +4,10 @@ Contract:
 - Only the objects passed in are considered (the caller passes old inventory − new inventory); nothing
   else is ever read or deleted.
 - Order: the reverse of the apply order (webhooks first, CRDs and Namespaces last).
-- For each object: GET the live object. 404 (or a kind the server no longer serves) → ``deleted``.
+- For each object: GET the live object. 404 (or a kind the server no longer serves) → ``deleted``, as
+  upstream reports it (its event and change set say ``deleted``), and ``already_gone(object)`` is called
+  so that the caller can say that nothing was deleted (the reconcile logs ``already gone``); so is a 404
+  answering the DELETE (deleted by someone else in between).
   A live object whose labels do not carry *both* owner labels with our values → ``skipped`` (it moved
   to another owner or was adopted by hand). A live object selecting any exclusion (``prune: disabled``,
   ``reconcile: disabled``, ``ssa: Ignore``, label or annotation) → ``skipped``. Otherwise DELETE with
@@ -17,7 +20,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kustomize_controller.apply.changeset import Action, ChangeSet, ChangeSetEntry
@@ -62,15 +65,18 @@ async def delete_all(
     owner: Mapping[str, str],
     exclusions: Selector = PRUNE_EXCLUSION_SELECTOR,
     propagation_policy: str = "Background",
+    already_gone: Callable[[StaleObject], None] | None = None,
 ) -> ChangeSet:
     """Delete the stale objects (module contract); raises ``PruneError`` carrying the change set."""
     change_set = ChangeSet()
     errors = ""
+    gone = already_gone or (lambda stale: None)
     for stale in sorted(objects, key=lambda s: ref_sort_key(s.ref), reverse=True):
         ref = stale.ref
         try:
             live = await client.get(stale.api_version, ref.kind, ref.name, ref.namespace or None)
         except (NotFoundError, NoKindMatchError):
+            gone(stale)
             change_set.add(stale.entry(Action.DELETED))
             continue
         except (KubeError, ValueError) as exc:
@@ -89,7 +95,7 @@ async def delete_all(
                 propagation_policy=propagation_policy,
             )
         except NotFoundError:
-            pass
+            gone(stale)
         except KubeError as exc:
             change_set.add(stale.entry(Action.UNKNOWN))
             errors += f"{ref} delete failed: {_text(exc)};"

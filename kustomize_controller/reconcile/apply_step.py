@@ -59,7 +59,7 @@ from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
 from kustomize_controller.apply.normalize import prepare_objects
 from kustomize_controller.apply.objects import ObjRef, split_api_version
 from kustomize_controller.apply.preview import PreviewChange
-from kustomize_controller.apply.prune import delete_all
+from kustomize_controller.apply.prune import StaleObject, delete_all
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.apply.staging import staged_order
 from kustomize_controller.apply.verified import VerifiedApplies
@@ -78,6 +78,8 @@ from kustomize_controller.reconcile.gate.gate import (
     ChangeGate,
     GateOptions,
     GatePlanError,
+    GateRecordError,
+    approval_used,
     rechecking_held_plan,
     remember_ready,
 )
@@ -89,6 +91,13 @@ from kustomize_controller.runtime.controller import release_worker
 
 # Reconcile logs carry the controller, name, namespace and reconcile_id bound by the runtime.
 _log = structlog.get_logger()
+
+
+def log_already_gone(stale: StaleObject) -> None:
+    """Prune found an object of the inventory already deleted (by someone else, or never created): reported
+    ``deleted`` as upstream does, and said so here."""
+    _log.info("already gone", object=str(stale.ref), version=stale.version,
+              detail="not found when pruned: nothing was deleted, the object leaves the inventory")
 
 
 class PipelineFailure(Exception):
@@ -323,11 +332,17 @@ class ApplyStep:
                 handled = from_change_set(ChangeSet([*(err.change_set or ChangeSet()), *err.maybe_stored()]))
                 ks.status.inventory = extended(old_inventory, handled) or old_inventory
                 applied = err.change_set.changes() if err.change_set is not None else ChangeSet()
+                if applied:
+                    # an approval is used up by what its apply wrote; with nothing surely written its record
+                    # stays "applying", and the next reconcile tells from the live objects (gate/approval.py)
+                    approval_used(ctx)
                 self._detect_only.remember(ctx, drift_policy, objects, written=applied.refs())
                 # upstream: "%w\n%s" with one "<entry>\n" line per change of the partial apply
                 message = f"{err}\n" + "".join(f"{entry}\n" for entry in applied)
                 self._history(ctx, result.digest, Reason.RECONCILIATION_FAILED)
                 self._fail(ctx, Reason.RECONCILIATION_FAILED, message)
+            if change_set.changes():
+                approval_used(ctx)
             if self._options.group_change_log:
                 _log.info("server-side apply completed", output=change_set.to_grouped_map(), revision=ctx.revision)
             else:
@@ -345,15 +360,19 @@ class ApplyStep:
         stale = stale_objects(old_inventory, new_inventory)
         if ks.spec.prune and stale:
             try:
-                pruned = await delete_all(client, stale, owner=owner_labels(name, namespace))
+                pruned = await delete_all(client, stale, owner=owner_labels(name, namespace),
+                                          already_gone=log_already_gone)
             except PruneError as err:
                 ks.status.inventory = merge_survivors(new_inventory, stale, err.change_set or ChangeSet())
+                if (err.change_set or ChangeSet()).changes():
+                    approval_used(ctx)
                 self._history(ctx, result.digest, Reason.PRUNE_FAILED)
                 self._fail(ctx, Reason.PRUNE_FAILED, str(err))
             if pruned:
                 ctx.hold_progress = False
                 _log.info(f"garbage collection completed: {pruned}")
                 await ctx.event(str(pruned))
+        approval_used(ctx)  # the approved plan was applied (whatever of it the cluster already held)
 
         is_new_revision = ks.status.last_applied_revision != ctx.revision
         await self._health(ctx, client, change_set, objects, readers, is_new_revision=is_new_revision, drifted=drifted)
@@ -386,7 +405,7 @@ class ApplyStep:
 
         try:
             await self._gate.check(ctx, plan=plan)
-        except GatePlanError as err:
+        except (GatePlanError, GateRecordError) as err:
             self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err))
         if not planned or any(c.changed for c in planned[0][0]):
             return None

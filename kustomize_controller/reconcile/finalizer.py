@@ -25,6 +25,7 @@ from kustomize_controller.apply.inventory import inventory_objects
 from kustomize_controller.apply.prune import delete_all, wait_for_termination
 from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.reconcile.apply_step import log_already_gone
 from kustomize_controller.reconcile.context import ReconcileContext
 from kustomize_controller.reconcile.tenancy import TenancyOptions, TenantClientError, can_impersonate, tenant_client
 from kustomize_controller.runtime.controller import ReconcileError
@@ -60,7 +61,8 @@ async def finalize(ctx: ReconcileContext, *, client: KubeClient, tenancy: Tenanc
                     raise ReconcileError(message) from err
                 try:
                     change_set = await delete_all(
-                        tenant, objects, owner=owner_labels(ks.metadata.name or "", ks.metadata.namespace or "")
+                        tenant, objects, owner=owner_labels(ks.metadata.name or "", ks.metadata.namespace or ""),
+                        already_gone=log_already_gone,
                     )
                 except PruneError as err:
                     await ctx.event(

@@ -1,30 +1,44 @@
 """The gate decision: may this reconcile write its plan, and what do the conditions say (pure).
 
-Inputs: the approval mode and the approved plan id (annotations), the plan of this reconcile, what the
-sync windows say now (``windows.evaluate``, or an invalid-windows error) and whether this reconcile is a
-manual request (``reconcile.fluxcd.io/requestedAt`` not handled yet). Rules, in order:
+Inputs: the approval mode, the approved plan id and the key of the approval (annotations,
+``approval.py``), the record of the last approval taken up (the end of the ``Approved`` message in the
+status, and whether there was such a condition at all), the plan of this reconcile, what the sync windows
+say now (``windows.evaluate``, or an invalid-windows error) and whether this reconcile is a manual request
+(``reconcile.fluxcd.io/requestedAt`` not handled yet).
+
+The approval is *usable* when it names exactly this plan and was not used: the record is of another key,
+or of this key ``applying`` with this plan's id and live fingerprint (a controller died after recording it,
+before writing any of the plan). A record ``applying`` that does not match so counts as ``used``. With no
+``Approved`` condition in the status (``approval: manual`` just switched on, or back on) an approval already
+in the annotations counts as used: it may be one that was applied before; so does one found when the plan is
+empty (what it approved is in place, whoever put it there). Rules, in order:
 
 1. Invalid windows hold every change (fail closed: a mistyped freeze must not let changes through);
    ``SyncAllowed=False``/``InvalidSyncWindow`` with the error.
 2. An empty plan writes nothing, so nothing is held: ``Approved=True``/``NoChanges``.
-3. ``approval: manual`` and the approved id is not this plan's: held, ``Approved=False``/
-   ``ApprovalRequired`` naming the revision, the plan id and its counts (and the outdated approval).
+3. ``approval: manual`` and no usable approval of this plan: held, ``Approved=False``/``ApprovalRequired``
+   naming the revision, the plan id and its counts (and the outdated or used-up approval, with how to
+   approve again).
 4. Windows closed: held, ``SyncAllowed=False``/``SyncWindowClosed`` naming the blocking window(s) and
-   when changes are allowed again — unless this is a manual request (requestedAt, or an approval of
+   when changes are allowed again — unless this is a manual request (requestedAt, or a usable approval of
    exactly this plan) and the windows allow manual syncs (``manualSync``).
-5. Otherwise the plan is applied.
+5. Otherwise the plan is applied; with a usable approval the record becomes ``applying`` (the gate
+   writes it before the first write; ``Decision.takes_approval``).
 
 ``SyncAllowed`` is reported whenever windows apply to the Kustomization (``True``/``SyncWindowOpen``
 while open), ``Approved`` whenever ``approval: manual``; ``None`` here means "remove the condition".
+Every ``Approved`` message ends with the record (``Decision.record``), so that it is never forgotten while
+``approval: manual`` holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from kustomize_controller.api.changes import (
     APPROVAL_REQUIRED_REASON,
+    APPROVED_AT_ANNOTATION,
     APPROVED_PLAN_ANNOTATION,
     INVALID_SYNC_WINDOW_REASON,
     NO_CHANGES_REASON,
@@ -33,6 +47,7 @@ from kustomize_controller.api.changes import (
     SYNC_WINDOW_OPEN_REASON,
     ApprovalMode,
 )
+from kustomize_controller.reconcile.gate.approval import APPLYING, USED, ApprovalRecord, is_plan_id, with_record
 from kustomize_controller.reconcile.gate.plan import Plan
 from kustomize_controller.reconcile.gate.windows import WindowState
 
@@ -55,6 +70,9 @@ class GateInput:
     windows_error: str = ""  # invalid windows: the error (rule 1)
     manual_request: bool = False
     subject: str = ""  # NAME -n NAMESPACE, for the hint how to approve
+    approval_key: str = ""  # the key of the approval in the annotations (approval.approval_key; "" when none)
+    record: ApprovalRecord | None = None  # the record the Approved condition of the status ends with
+    recorded: bool = True  # the status has an Approved condition (False: approval: manual just switched on)
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,12 @@ class Decision:
     approved: Verdict | None = None
     sync_allowed: Verdict | None = None
     opens_at: datetime | None = None  # held by a window: when to look again
+    record: ApprovalRecord | None = None  # the record the Approved message ends with
+
+    @property
+    def takes_approval(self) -> bool:
+        """The plan is applied with an approval: its ``applying`` record goes to the status first."""
+        return self.apply and self.record is not None and self.record.state == APPLYING
 
 
 def _format_time(moment: datetime) -> str:
@@ -89,7 +113,46 @@ def window_verdict(state: WindowState, *, manual_passed: bool = False, waiting: 
 
 def decide(gate: GateInput) -> Decision:
     """The decision for one reconcile (module contract)."""
+    decision = _decide(gate)
+    if gate.approval is not ApprovalMode.MANUAL or decision.approved is None:
+        return decision
+    record = _carried(gate)
+    if decision.apply and usable(gate):
+        record = ApprovalRecord(key=gate.approval_key, plan=gate.plan.id, state=APPLYING, live=gate.plan.live)
+    verdict = decision.approved
+    return replace(decision, record=record,
+                   approved=replace(verdict, message=with_record(verdict.message, record)))
+
+
+def usable(gate: GateInput) -> bool:
+    """Whether the approval in the annotations may be used for this plan (module contract)."""
+    plan = gate.plan
+    if not gate.approval_key or gate.approved != plan.id or plan.empty or not gate.recorded:
+        return False
+    record = gate.record
+    if record is None or record.key != gate.approval_key:
+        return True
+    return record.state == APPLYING and record.plan == plan.id and record.live == plan.live
+
+
+def _carried(gate: GateInput) -> ApprovalRecord | None:
+    """The record as this reconcile found it: an ``applying`` one that cannot go on is ``used``; an
+    approval found when approval: manual was just switched on, or with nothing left to change (what it
+    approved is in place), is ``used``."""
+    record = gate.record
+    fresh = record is None or record.key != gate.approval_key
+    if gate.approval_key and is_plan_id(gate.approved) and (not gate.recorded or (gate.plan.empty and fresh)):
+        return ApprovalRecord(key=gate.approval_key, plan=gate.approved, state=USED)
+    if record is not None and record.state == APPLYING and not (
+        record.key == gate.approval_key and usable(gate)
+    ):
+        return record.used()
+    return record
+
+
+def _decide(gate: GateInput) -> Decision:
     plan, manual_mode = gate.plan, gate.approval is ApprovalMode.MANUAL
+    approved_now = manual_mode and usable(gate)
     if gate.windows_error:
         invalid = Verdict(False, INVALID_SYNC_WINDOW_REASON,
                           f"Invalid sync windows, nothing is applied until they are fixed: {gate.windows_error}")
@@ -100,13 +163,12 @@ def decide(gate: GateInput) -> Decision:
                           f"{invalid.message}; {plan.describe()} for revision {plan.revision} waits")
         approval = None
         if manual_mode:
-            approval = _approved(plan) if gate.approved == plan.id else _pending(gate)
+            approval = _approved(plan) if approved_now else _pending(gate)
         return Decision(apply=False, held_by=INVALID_SYNC_WINDOW_REASON, sync_allowed=invalid, approved=approval)
     windows = gate.windows
     if plan.empty:
         return Decision(apply=True, approved=_no_changes(plan) if manual_mode else None,
                         sync_allowed=window_verdict(windows) if windows is not None else None)
-    approved_now = manual_mode and gate.approved == plan.id
     if manual_mode and not approved_now:
         return Decision(apply=False, held_by=APPROVAL_REQUIRED_REASON, approved=_pending(gate),
                         sync_allowed=window_verdict(windows) if windows is not None else None,
@@ -133,9 +195,21 @@ def _no_changes(plan: Plan) -> Verdict:
 def _pending(gate: GateInput) -> Verdict:
     plan = gate.plan
     message = f"Approval required for revision {plan.revision}: {plan.describe()}"
-    if gate.approved:
+    hint = f"kustomize-controller approve {gate.subject}" if gate.subject else "kustomize-controller approve"
+    if gate.approved == plan.id:  # not usable: used up
+        return Verdict(False, APPROVAL_REQUIRED_REASON,
+                       f"{message}; the approval of plan {plan.id} was already used (an approval applies once); "
+                       f"approve again with `{hint}`, or set the annotation {APPROVED_AT_ANNOTATION} to a new "
+                       f"value (the current time) with {APPROVED_PLAN_ANNOTATION}: {plan.id}")
+    record = _carried(gate)
+    if is_plan_id(gate.approved) and record is not None and record.key == gate.approval_key:
+        # used by its apply (all of it, or part of it when the controller stopped in the middle)
+        message += f"; the approval of plan {gate.approved} was used, this plan waits for its own approval"
+    elif is_plan_id(gate.approved):
         message += (f"; the approved plan {gate.approved} is outdated (a newer revision or new drift), "
                     f"this plan waits for its own approval")
-    hint = f"kustomize-controller approve {gate.subject}" if gate.subject else "kustomize-controller approve"
+    elif gate.approved:
+        message += f"; the annotation {APPROVED_PLAN_ANNOTATION} holds no plan id"
     return Verdict(False, APPROVAL_REQUIRED_REASON,
-                   f"{message}; approve with `{hint}` or the annotation {APPROVED_PLAN_ANNOTATION}: {plan.id}")
+                   f"{message}; approve with `{hint}` or the annotations {APPROVED_PLAN_ANNOTATION}: {plan.id} "
+                   f"and {APPROVED_AT_ANNOTATION}: <a new value, the current time>")

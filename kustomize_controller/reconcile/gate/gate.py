@@ -20,6 +20,14 @@ at most the interval away), the interval for an approval (the approval annotatio
 the retry interval for invalid windows. ``lastAttemptedRevision`` is the pending revision (set by the
 apply step before the build). A plan whose dry-run fails raises ``GatePlanError`` (the apply step
 reports it as the apply would: nothing is written).
+
+An approval is used once (``approval.py``): when the decision applies a plan with an approval, ``check``
+writes the status' conditions (``Approved`` ending with the ``applying`` record) before it returns, so
+before the first write of the plan; a failure of that write raises ``GateRecordError`` (nothing applied).
+Once the apply wrote something the apply step calls ``approval_used`` and the final status write records
+the approval as ``used``. Writes are ordered so that a crash anywhere neither applies the plan twice nor
+loses the record: the record is written first, and a reconcile that finds it ``applying`` compares the plan
+and the live objects with it (``decision.py``).
 """
 
 from __future__ import annotations
@@ -38,13 +46,16 @@ from kustomize_controller.api.changes import (
     SYNC_WINDOWS_ANNOTATION,
     ApprovalMode,
     approval_mode,
+    approved_at,
     approved_plan,
 )
 from kustomize_controller.api.meta import RECONCILE_REQUEST_ANNOTATION, Condition
 from kustomize_controller.apply.preview import PreviewChange
 from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import KubeError
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.context import READY, RECONCILING, ReconcileContext
+from kustomize_controller.reconcile.gate.approval import APPLYING, approval_key, record_in, with_record
 from kustomize_controller.reconcile.gate.decision import Decision, GateInput, Verdict, decide, window_verdict
 from kustomize_controller.reconcile.gate.fleet import FleetWindows
 from kustomize_controller.reconcile.gate.plan import plan_id_in, plan_of
@@ -74,6 +85,10 @@ class GatePlanError(Exception):
     """The dry-run plan failed for some objects (the message lists them)."""
 
 
+class GateRecordError(Exception):
+    """The record of the approval taken up could not be written: nothing was applied."""
+
+
 @dataclass(frozen=True)
 class GateOptions:
     sync_windows_configmap: tuple[str, str] | None = None  # --sync-windows-configmap (namespace, name)
@@ -95,6 +110,17 @@ def rechecking_held_plan(ctx: ReconcileContext) -> bool:
         and status.observed_generation == ctx.generation
         and any(conditions.is_false(status.conditions, t) for t in GATE_CONDITIONS)
     )
+
+
+def approval_used(ctx: ReconcileContext) -> None:
+    """The apply of an approved plan wrote to the cluster: its approval is used up (``approval.py``). The
+    ``applying`` record in ``Approved`` becomes ``used``, written with the next status write."""
+    approved = conditions.get(ctx.conditions, APPROVED_CONDITION)
+    record = record_in(approved.message) if approved is not None else None
+    if approved is None or record is None or record.state != APPLYING:
+        return
+    message = with_record(approved.message, None)
+    ctx.mark_true(APPROVED_CONDITION, approved.reason, with_record(f"{message} and applied", record.used()))
 
 
 class ChangeGate:
@@ -146,23 +172,41 @@ class ChangeGate:
             raise GatePlanError("\n".join(errors))
         pending = plan_of(ctx.revision, changes)
         requested = ks.metadata.annotations.get(RECONCILE_REQUEST_ANNOTATION)
+        annotations = ks.metadata.annotations
+        previous = {t: conditions.get(ctx.conditions, t) for t in GATE_CONDITIONS}
+        approved_before = previous[APPROVED_CONDITION]
+        approved = approved_plan(annotations)
         decision = decide(GateInput(
             approval=mode,
-            approved=approved_plan(ks.metadata.annotations),
+            approved=approved,
             plan=pending,
             windows=state,
             windows_error=error,
             manual_request=requested is not None and requested != ks.status.last_handled_reconcile_at,
             subject=f"{ks.metadata.name} -n {ks.metadata.namespace}",
+            approval_key=approval_key(approved, approved_at(annotations)),
+            record=record_in(approved_before.message) if approved_before is not None else None,
+            recorded=approved_before is not None,
         ))
-        previous = {t: conditions.get(ctx.conditions, t) for t in GATE_CONDITIONS}
         self._set(ctx, APPROVED_CONDITION, decision.approved)
         self._set(ctx, SYNC_ALLOWED_CONDITION, decision.sync_allowed)
         if decision.apply:
             if not pending.empty:
-                _log.info("plan passed the change gate", plan=pending.id, changes=pending.counts_text())
+                _log.info("plan passed the change gate", plan=pending.id, changes=pending.counts_text(),
+                          approval=decision.record.key if decision.takes_approval and decision.record else None)
+            if decision.takes_approval:
+                await self._record_taken(ctx)
             return
         await self._hold(ctx, decision, previous, plan_id=pending.id)
+
+    async def _record_taken(self, ctx: ReconcileContext) -> None:
+        """The approval's ``applying`` record goes to the status before the first write of its plan (a
+        controller that dies after it tells, from the live objects, whether the plan was written)."""
+        ctx.hold_progress = False  # the reconcile writes: its progress is shown as for any change
+        try:
+            await ctx.record("conditions")
+        except KubeError as err:
+            raise GateRecordError(f"failed to record the approval: {err}") from err
 
     def _set(self, ctx: ReconcileContext, type_: str, verdict: Verdict | None) -> None:
         if verdict is None:

@@ -8,7 +8,12 @@ with a new revision, a spec or substitution change (another desired manifest), n
 field or object, an object to prune — and does not change with what a reconcile leaves alone
 (``resourceVersion``, status, fields no one manages). Secret values enter only through the one-way
 digest of the desired manifest. An approval names an id; the reconcile applies only when the plan it
-computes has that id (``decision.py``).
+computes has that id (``decision.py``), once (``approval.py``).
+
+``Plan.live`` fingerprints the live state the plan was computed against: 16 hex digits of a digest over
+each change's object and the ``resourceVersion`` its GET read (``absent`` for an object to create). It is
+not part of the id (nothing a person approves); any write to one of the plan's objects changes it, which is
+how a reconcile after a crash tells an approved plan not yet written from one partly or fully written.
 
 The plan's text for conditions: ``plan 3f2a9c1b7d04 (2 created, 1 configured, 1 deleted)``; the id is
 read back from a condition message by ``plan_id_in``. Pure: no I/O.
@@ -26,6 +31,7 @@ from kustomize_controller.apply.preview import RECREATED, PreviewChange
 
 _WRITES = ("created", "configured", RECREATED, "deleted")
 _ID_LENGTH = 12
+_LIVE_BYTES = 8
 _ID_IN_MESSAGE = re.compile(r"\bplan ([0-9a-f]{12})\b")
 
 
@@ -43,6 +49,7 @@ class Plan:
     revision: str
     id: str
     items: tuple[PlanItem, ...]
+    live: str = ""  # the fingerprint of the live objects it was computed against (module contract)
 
     @property
     def empty(self) -> bool:
@@ -65,18 +72,22 @@ class Plan:
 
 def plan_of(revision: str, changes: Iterable[PreviewChange]) -> Plan:
     """The plan of a preview's ``changes`` for ``revision`` (module contract)."""
+    writes = [c for c in changes if c.action in _WRITES]
     items = tuple(sorted(
         (PlanItem(action=c.action, subject=str(c.ref), api_version=c.api_version, desired=c.desired,
                   paths=tuple(sorted(c.paths)))
-         for c in changes if c.action in _WRITES),
+         for c in writes),
         key=lambda i: (i.subject, i.api_version, i.action),
     ))
+    live = json.dumps(sorted([str(c.ref), c.api_version, c.action, c.live_version or "absent"] for c in writes),
+                      separators=(",", ":"))
     canonical = json.dumps(
         {"revision": revision, "items": [[i.action, i.subject, i.api_version, i.desired, list(i.paths)]
                                          for i in items]},
         sort_keys=True, separators=(",", ":"),
     )
-    return Plan(revision=revision, id=hashlib.blake2b(canonical.encode()).hexdigest()[:_ID_LENGTH], items=items)
+    return Plan(revision=revision, id=hashlib.blake2b(canonical.encode()).hexdigest()[:_ID_LENGTH], items=items,
+                live=hashlib.blake2b(live.encode(), digest_size=_LIVE_BYTES).hexdigest())
 
 
 def plan_id_in(message: str) -> str:

@@ -9,6 +9,9 @@ Rules match requests by HTTP method and a regular expression searched in the pat
   ``fail(..., after_store=True)``: the request is served (stored) and its answer replaced by that
   ``Status``, as when etcd committed but the answer was lost (a timeout, a 5xx after the commit); it only
   counts requests that stored something (not a dry-run, not one that failed by itself).
+  ``fail(..., drop=True)``: the connection is cut (aborted, no answer at all) instead of answering a
+  ``Status``: a connection lost before the request was served (nothing stored) or, with ``after_store``,
+  after the commit. The client sees a broken connection, not an HTTP error; the log records 499.
 - ``delay(...)`` adds latency before matching requests are served.
 - ``reject_deletes(...)`` refuses DELETEs of matching objects with 403 and the message shape of an
   admission webhook denial; the object is left untouched.
@@ -45,6 +48,7 @@ class FailRule(_Rule):
     dry_run: bool | None = field(default=None, kw_only=True)  # None: either; else only (not) dry-runs
     hits: int = field(default=0, kw_only=True)
     after_store: bool = field(default=False, kw_only=True)
+    drop: bool = field(default=False, kw_only=True)  # cut the connection instead of answering ``error``
 
     def matches_request(self, method: str, path: str, *, dry_run: bool) -> bool:
         return (self.dry_run is None or self.dry_run == dry_run) and self.matches(method, path)
@@ -74,7 +78,7 @@ class FaultInjector:
     def fail(self, *, method: str | None = None, path: str | None = None, status: int = 500,
              count: int | None = 1, message: str | None = None, reason: str | None = None,
              details: dict[str, Any] | None = None, after_store: bool = False,
-             dry_run: bool | None = None) -> FailRule:
+             dry_run: bool | None = None, drop: bool = False) -> FailRule:
         error = status_for_code(status, message or f"injected failure ({status})")
         if reason is not None:
             error.reason = reason
@@ -83,7 +87,7 @@ class FaultInjector:
         if status == 429 and error.details is None:
             error.details = {"retryAfterSeconds": 1}
         rule = FailRule(method.upper() if method else None, re.compile(path) if path else None, count,
-                        error=error, after_store=after_store, dry_run=dry_run)
+                        error=error, after_store=after_store, dry_run=dry_run, drop=drop)
         self._fail.append(rule)
         return rule
 
@@ -106,16 +110,15 @@ class FaultInjector:
         self._delay.clear()
         self._deletes.clear()
 
-    def failure_for(self, method: str, path: str, *, stored: bool = False,
-                    dry_run: bool = False) -> ApiStatusError | None:
-        """The answer of the first matching rule: before serving (``stored`` False), or in place of the
+    def rule_for(self, method: str, path: str, *, stored: bool = False, dry_run: bool = False) -> FailRule | None:
+        """The first matching rule, counted as hit: before serving (``stored`` False), or in place of the
         answer of a request that stored something (``stored`` True, ``after_store`` rules)."""
         for rule in self._fail:
             if rule.after_store == stored and rule.matches_request(method, path, dry_run=dry_run):
                 if rule.remaining is not None:
                     rule.remaining -= 1
                 rule.hits += 1
-                return rule.error
+                return rule
         return None
 
     def latency_for(self, method: str, path: str) -> float:

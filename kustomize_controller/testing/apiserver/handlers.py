@@ -84,6 +84,13 @@ def error_response(err: ApiStatusError) -> web.Response:
     return response
 
 
+def _cut(request: web.Request) -> web.StreamResponse:
+    """Abort the request's connection without an answer (a lost connection)."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=499)
+
+
 class Api:
     def __init__(self, *, cluster: Cluster, authenticator: Authenticator, faults: FaultInjector,
                  request_log: RequestLog, options: ServerOptions, client_faults: ClientFaults | None = None
@@ -152,17 +159,23 @@ class Api:
                     if request.transport is not None:
                         request.transport.abort()
                     return web.Response(status=499)
-            injected = (self.faults.failure_for(request.method, request.path, dry_run="dryRun" in request.query)
-                        or self._throttled(request))
+            rule = self.faults.rule_for(request.method, request.path, dry_run="dryRun" in request.query)
+            if rule is not None and rule.drop:
+                status = 499
+                return _cut(request)
+            injected = rule.error if rule is not None else self._throttled(request)
             if injected is not None:
                 raise injected
             response: web.StreamResponse = await handler(request)
             status = response.status
             if (info["verb"] in WRITE_VERBS and not info.get("dry_run", False) and status < 400
                     and not response.prepared):
-                lost = self.faults.failure_for(request.method, request.path, stored=True)
+                lost = self.faults.rule_for(request.method, request.path, stored=True)
+                if lost is not None and lost.drop:
+                    status = 499
+                    return _cut(request)  # stored, but the connection is lost before the answer (faults.py)
                 if lost is not None:
-                    raise lost  # stored, but the client hears a failure (faults.py)
+                    raise lost.error  # stored, but the client hears a failure (faults.py)
             if tracked:
                 client_faults.served(user.name, verb=info["verb"], resource=info.get("resource", ""),
                                      status=status, dry_run=info.get("dry_run", False))

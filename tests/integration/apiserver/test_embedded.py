@@ -80,6 +80,27 @@ async def test_a_lost_answer_after_the_commit_stores_the_write(cluster):
     assert rule.hits == 1
 
 
+async def test_a_dropped_connection_before_or_after_the_commit(cluster):
+    """``drop=True``: no answer at all, the connection aborted — before serving (nothing stored) or, with
+    ``after_store``, after storing (the client cannot tell which)."""
+    server = cluster.require_server()
+    ns = cluster.namespace
+    before = server.faults.fail(method="POST", path=r"/configmaps$", count=1, drop=True)
+    after = server.faults.fail(method="POST", path=r"/configmaps$", count=1, drop=True, after_store=True)
+    async with cluster.session() as http:
+        with pytest.raises(aiohttp.ClientError):
+            await call(http, "POST", cm_path(ns), body=configmap("lost-before"))
+        assert (await call(http, "GET", cm_path(ns, "lost-before")))[0] == 404
+        with pytest.raises(aiohttp.ClientError):
+            await call(http, "POST", cm_path(ns), body=configmap("lost-after"))
+        assert (await call(http, "GET", cm_path(ns, "lost-after")))[0] == 200
+        assert (await call(http, "POST", cm_path(ns), body=configmap("served")))[0] == 201
+    assert (before.hits, after.hits) == (1, 1)
+    # the one dropped before serving never reached the dispatcher: logged with status 499 and no verb
+    assert [r.status for r in server.requests.writes(resource="configmaps", namespace=ns)] == [499, 201]
+    assert [r.status for r in server.requests if r.path == cm_path(ns)] == [499, 499, 201]
+
+
 async def test_latency_is_added(cluster):
     server = cluster.require_server()
     server.faults.delay(0.3, method="GET", path="/configmaps/slow", count=1)

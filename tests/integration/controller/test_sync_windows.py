@@ -18,8 +18,11 @@ from typing import Any
 
 import pytest
 
-from kustomize_controller.api.changes import SYNC_WINDOWS_ANNOTATION
+from kustomize_controller.api.changes import APPROVAL_ANNOTATION, SYNC_WINDOWS_ANNOTATION
 from kustomize_controller.api.duration import format_duration
+from kustomize_controller.approve_command import approve_plan
+from kustomize_controller.reconcile.gate.plan import plan_id_in
+from kustomize_controller.runtime.clock import RealClock
 from tests.integration.controller.conftest import KS_API, ControllerEnv, condition, condition_message
 from tests.integration.controller.jumpclock import JumpClock
 from tests.integration.controller.manifests import configmap, kustomization
@@ -105,6 +108,61 @@ async def test_a_deny_window_holds_a_revision_and_drift_and_manual_sync_lets_a_r
     assert obj["status"]["lastAppliedRevision"] == second["revision"]
     assert "a manual request was let through" in condition_message(obj, "SyncAllowed")
     assert await mode_of(env) == "two"
+
+
+async def test_one_manual_request_lets_one_change_through_and_the_next_revision_waits(env: ControllerEnv) -> None:
+    """manualSync: a ``requestedAt`` not handled yet is one manual request; once handled, the next revision
+    waits for the window (or another request)."""
+    await applied(env)
+    await set_windows(env, [an_hour(manual=True)])
+    await env.wait_for("app", lambda o: "manual requests are allowed" in condition_message(o, "SyncAllowed"))
+    second = await env.publish(files("two"))
+    await env.wait_for("app", lambda o: closed(o, second["revision"])
+                       and "waits" in condition_message(o, "SyncAllowed"))
+
+    token = await env.request_reconcile()
+    obj = await env.wait_handled(token)
+    assert obj["status"]["lastAppliedRevision"] == second["revision"] and await mode_of(env) == "two"
+    assert "a manual request was let through" in condition_message(obj, "SyncAllowed")
+
+    third = await env.publish(files("three"))
+    obj = await env.wait_for("app", lambda o: closed(o, third["revision"]) and "waits" in condition_message(
+        o, "SyncAllowed"))
+    assert obj["status"]["lastHandledReconcileAt"] == token  # the request is handled: it let one change through
+    assert obj["status"]["lastAppliedRevision"] == second["revision"] and await mode_of(env) == "two"
+
+
+async def test_an_approval_is_the_manual_request_of_one_plan_once(env: ControllerEnv) -> None:
+    """With ``approval: manual`` and a window that allows manual syncs, an approval of exactly the plan lets it
+    through the closed window, once: a later plan with the same id (drift back) waits for a new approval."""
+    artifact = await env.publish(files("one"))
+    await env.start()
+    ks = env.kustomization(targetNamespace=env.namespace)
+    ks["metadata"]["annotations"] = {APPROVAL_ANNOTATION: "manual"}
+    await env.create(ks)
+
+    async def approve_waiting(revision: str) -> str:
+        obj = await env.wait_for("app", lambda o: condition(o, "Approved") == ("False", "ApprovalRequired")
+                                 and revision in condition_message(o, "Approved"))
+        plan_id = plan_id_in(condition_message(obj, "Approved"))
+        await approve_plan(env.client, namespace=env.namespace, name="app", clock=RealClock(), plan_id=plan_id)
+        return plan_id
+
+    await approve_waiting(artifact["revision"])
+    await env.wait_ready(revision=artifact["revision"])
+    await set_windows(env, [an_hour(manual=True)])
+    second = await env.publish(files("two"))
+    plan_id = await approve_waiting(second["revision"])
+    obj = await env.wait_ready(revision=second["revision"])
+    assert "a manual request was let through" in condition_message(obj, "SyncAllowed")
+
+    await env.client.patch("v1", "ConfigMap", "a", env.namespace, {"data": {"mode": "hotfix"}}, patch_type="merge",
+                           field_manager="kubectl-edit")
+    obj = await env.wait_handled(await env.request_reconcile())
+    # the drift plan is the approved one (the same id): used up, it waits; a requestedAt approves nothing
+    message = condition_message(obj, "Approved")
+    assert plan_id_in(message) == plan_id and f"the approval of plan {plan_id} was already used" in message
+    assert await mode_of(env) == "hotfix"
 
 
 async def test_the_change_lands_when_the_window_closes(env: ControllerEnv) -> None:

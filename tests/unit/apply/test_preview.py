@@ -72,3 +72,32 @@ async def test_dry_run_client_turns_every_write_into_a_dry_run() -> None:
     assert [(c.verb, c.dry_run) for c in fake.calls if c.verb != "get"] == [
         ("apply", True), ("delete", True), ("patch", True)]
     assert (await client.get("v1", "ConfigMap", "a", "default"))["data"] == {"k": "v"}
+
+
+async def test_the_changes_carry_the_live_resource_versions_and_prune_lists_no_object_already_gone() -> None:
+    """What the plan's live fingerprint is made of, read by the preview's own GETs; an object already gone
+    is nothing prune would delete."""
+    from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+    from kustomize_controller.apply.preview import DryRunClient, preview_apply, preview_prune
+    from kustomize_controller.apply.prune import StaleObject
+    from kustomize_controller.apply.selectors import owner_labels
+    from kustomize_controller.runtime.clock import FakeClock
+    from tests.unit.apply.fakes import FakeClient
+    from tests.unit.apply.fakes import cm as fake_cm
+
+    owner = owner_labels("app", "default")
+    fake = FakeClient()
+    live = fake.seed(fake_cm("a", data={"k": "v"}, labels=owner))
+    stale = fake.seed(fake_cm("old", labels=owner))
+    manager = ResourceManager(client=DryRunClient(fake), clock=FakeClock())
+    changes = await preview_apply(manager, [fake_cm("a", data={"k": "w"}, labels=owner),
+                                            fake_cm("new", labels=owner)], ApplyOptions())
+    assert {(c.ref.name, c.action, c.live_version) for c in changes} == {
+        ("a", "configured", live["metadata"]["resourceVersion"]), ("new", "created", "")}
+    deleted, errors = await preview_prune(fake, [StaleObject(ObjRef("", "ConfigMap", "default", "old"), "v1"),
+                                                 StaleObject(ObjRef("", "ConfigMap", "default", "gone"), "v1")],
+                                          owner=owner)
+    assert errors == ""
+    assert [(c.ref.name, c.action, c.live_version) for c in deleted] == [
+        ("old", "deleted", stale["metadata"]["resourceVersion"])]
+    assert fake.writes() == []

@@ -10,7 +10,7 @@ from kustomize_controller.apply.errors import PruneError
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.prune import StaleObject, delete_all, wait_for_termination
 from kustomize_controller.apply.selectors import owner_labels
-from kustomize_controller.kube.errors import ForbiddenError, InternalServerError
+from kustomize_controller.kube.errors import ForbiddenError, InternalServerError, NotFoundError
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
 
@@ -110,3 +110,18 @@ async def test_wait_for_termination_timeout() -> None:
         await clock.advance(2)
     with pytest.raises(PruneError, match="ConfigMap/default/a termination timeout"):
         await task
+
+
+async def test_an_object_already_gone_is_reported_deleted_as_upstream_and_named_to_the_caller() -> None:
+    """Upstream's DeleteAll counts a NotFound as ``deleted`` (its event says so); the caller is told which of
+    them were not deleted by this prune — absent at the GET, or gone by the DELETE (deleted in between)."""
+    client = FakeClient()
+    client.seed(owned("present"))
+    client.seed(owned("racing"))
+    client.faults[("delete", "racing", False)] = NotFoundError("configmaps \"racing\" not found", status=404)
+    gone: list[StaleObject] = []
+    cs = await delete_all(client, [stale("absent"), stale("present"), stale("racing")], owner=OWNER,
+                          already_gone=gone.append)
+    assert [(e.ref.name, e.action) for e in cs] == [
+        ("racing", Action.DELETED), ("present", Action.DELETED), ("absent", Action.DELETED)]
+    assert [s.ref.name for s in gone] == ["racing", "absent"]

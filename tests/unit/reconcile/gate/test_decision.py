@@ -9,6 +9,7 @@ import pytest
 from kustomize_controller.api.changes import ApprovalMode
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.preview import PreviewChange
+from kustomize_controller.reconcile.gate.approval import approval_key
 from kustomize_controller.reconcile.gate.decision import GateInput, decide
 from kustomize_controller.reconcile.gate.plan import Plan, plan_of
 from kustomize_controller.reconcile.gate.windows import WindowState, parse_window
@@ -59,7 +60,8 @@ EMPTY = plan("unchanged")
 def test_decide(approval: ApprovalMode, approved: str, the_plan: Plan, windows: WindowState | None, manual: bool,
                 apply: bool, held_by: str) -> None:
     decision = decide(GateInput(approval=approval, approved=approved, plan=the_plan, windows=windows,
-                                manual_request=manual, subject="web -n apps"))
+                                manual_request=manual, subject="web -n apps",
+                                approval_key=approval_key(approved, "t1")))
     assert decision.apply is apply
     assert decision.held_by == held_by
     assert (decision.approved is not None) is (approval is MANUAL)
@@ -93,7 +95,8 @@ def test_messages() -> None:
 def test_invalid_windows_hold_every_change_even_a_manual_request() -> None:
     for approval, approved in ((AUTO, ""), (MANUAL, CHANGED.id)):
         decision = decide(GateInput(approval=approval, approved=approved, plan=CHANGED, windows=None,
-                                    windows_error="sync window x[0]: unknown time zone 'Mars'", manual_request=True))
+                                    windows_error="sync window x[0]: unknown time zone 'Mars'", manual_request=True,
+                                    approval_key=approval_key(approved, "")))
         assert not decision.apply and decision.held_by == "InvalidSyncWindow"
         assert decision.sync_allowed is not None and "unknown time zone 'Mars'" in decision.sync_allowed.message
         if approval is MANUAL:  # the approval stands; the windows hold it

@@ -13,14 +13,18 @@ from kustomize_controller.api.changes import APPROVAL_ANNOTATION, APPROVED_PLAN_
 from kustomize_controller.api.kustomization import parse_kustomization
 from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.preview import PreviewChange
+from kustomize_controller.kube.errors import InternalServerError
 from kustomize_controller.reconcile import conditions
 from kustomize_controller.reconcile.context import READY, RECONCILING, ReconcileContext
+from kustomize_controller.reconcile.gate.approval import record_in
 from kustomize_controller.reconcile.gate.gate import (
     PENDING_KEY,
     ChangeGate,
     GateHeld,
     GateOptions,
     GatePlanError,
+    GateRecordError,
+    approval_used,
     remember_ready,
 )
 from kustomize_controller.reconcile.gate.plan import plan_id_in
@@ -128,9 +132,42 @@ async def test_approval_holds_until_the_plan_id_is_approved() -> None:
     plan_id = plan_id_in(approved.message)
 
     ok = context(clock, notifier, {APPROVAL_ANNOTATION: "manual", APPROVED_PLAN_ANNOTATION: plan_id})
+    ok.ks.status.conditions = list(ctx.conditions)
     await gate.check(ok, plan=planner("created", "deleted"))
     approved = conditions.get(ok.conditions, "Approved")
     assert approved is not None and approved.reason == "PlanApproved" and ok.extra[PENDING_KEY] is None
+    # the approval is taken up: its record is written (conditions only) before the gate returns to apply
+    record = record_in(approved.message)
+    assert record is not None and (record.plan, record.state) == (plan_id, "applying")
+    (call,) = ok.patcher._client.calls  # type: ignore[attr-defined]
+    assert list(call["body"]["status"]) == ["conditions"] and call["subresource"] == "status"
+    written = next(c for c in call["body"]["status"]["conditions"] if c["type"] == "Approved")
+    assert written["message"] == approved.message
+
+    # applied: used up; the next reconcile of the same plan (drift towards the same state) waits
+    approval_used(ok)
+    approved = conditions.get(ok.conditions, "Approved")
+    assert approved is not None and approved.message.startswith(f"Plan {plan_id} approved for revision {PENDING} "
+                                                                "and applied [approval key=")
+    assert approved.message.endswith(f"plan={plan_id} used]")
+    again = context(clock, notifier, {APPROVAL_ANNOTATION: "manual", APPROVED_PLAN_ANNOTATION: plan_id})
+    again.ks.status.conditions = list(ok.conditions)
+    with pytest.raises(GateHeld, match=f"the approval of plan {plan_id} was already used"):
+        await gate.check(again, plan=planner("created", "deleted"))
+
+
+async def test_an_approval_whose_record_cannot_be_written_applies_nothing() -> None:
+    clock, notifier = FakeClock(), Notifier()
+    gate = ChangeGate(client=None, clock=clock, options=GateOptions())  # type: ignore[arg-type]
+    ctx = context(clock, notifier, {APPROVAL_ANNOTATION: "manual"})
+    with pytest.raises(GateHeld):
+        await gate.check(ctx, plan=planner("configured"))
+    ok = context(clock, notifier, {APPROVAL_ANNOTATION: "manual",
+                                   APPROVED_PLAN_ANNOTATION: plan_id_in(str(ctx.conditions[-1].message))})
+    ok.ks.status.conditions = list(ctx.conditions)
+    ok.patcher._client.failures.append(InternalServerError("etcdserver: request timed out", status=500))  # type: ignore[attr-defined]
+    with pytest.raises(GateRecordError, match=r"failed to record the approval: .*request timed out"):
+        await gate.check(ok, plan=planner("configured"))
 
 
 async def test_no_gate_plans_nothing_and_removes_its_conditions() -> None:
