@@ -34,6 +34,9 @@ from kustomize_controller.api.changes import (
     APPROVED_CONDITION,
     SYNC_ALLOWED_CONDITION,
     SYNC_WINDOWS_ANNOTATION,
+    ApprovalMode,
+    InvalidApprovalModeError,
+    approval_mode,
 )
 from kustomize_controller.api.drift import DRIFTED_CONDITION
 from kustomize_controller.api.inventory import InventoryIdError, parse_inventory_id
@@ -51,6 +54,7 @@ from kustomize_controller.reconcile.gate.windows import (
 from kustomize_controller.reconcile.ordering import dependency_keys, object_key
 
 Obj = Mapping[str, Any]
+__all__ = ["object_key", "parse_time"]  # re-exported for the server, which reads through this module
 
 SUSPENDED, WAITING, HELD, FAILING, RECONCILING, DRIFTED, READY, PENDING = (
     "suspended", "waiting for approval", "held by a window", "failing", "reconciling", "drifted", "ready", "pending",
@@ -81,6 +85,14 @@ def _meta(ks: Obj) -> Mapping[str, Any]:
 def _spec(ks: Obj) -> Mapping[str, Any]:
     spec = ks.get("spec")
     return spec if isinstance(spec, Mapping) else {}
+
+
+def approval_manual(ks: Obj) -> bool:
+    """The Kustomization waits for approvals (``approval: manual``; an invalid value is not approvable)."""
+    try:
+        return approval_mode(_meta(ks).get("annotations")) is ApprovalMode.MANUAL
+    except InvalidApprovalModeError:
+        return False
 
 
 def condition(ks: Obj, type_: str) -> Mapping[str, Any] | None:
