@@ -58,6 +58,8 @@ _log = structlog.get_logger("ui")
 HERE = Path(__file__).resolve().parent
 KEEPALIVE_SECONDS = 15.0
 _ACTIONS = ("reconcile", "suspend", "resume", "approve")
+SESSION = web.RequestKey("session", str)
+CSRF = web.RequestKey("csrf", str)
 _SPEC_ANNOTATIONS = (APPROVAL_ANNOTATION, DRIFT_DETECTION_ANNOTATION, SYNC_WINDOWS_ANNOTATION)
 
 
@@ -269,8 +271,8 @@ class UiServer:
         fresh = not self.sessions.valid(session)
         if fresh or session is None:
             session = self.sessions.new()
-        request["session"] = session
-        request["csrf"] = self.sessions.csrf_token(session)
+        request[SESSION] = session
+        request[CSRF] = self.sessions.csrf_token(session)
         if request.method not in ("GET", "HEAD"):
             if not security.origin_allowed(request.headers.get("Origin"), self.allowed_hosts):
                 return self._headers(web.Response(status=403, text="cross-origin request refused\n"))
@@ -281,8 +283,9 @@ class UiServer:
                 return self._headers(web.Response(status=403, text="missing or invalid CSRF token\n"))
         try:
             response = await handler(request)
-        except web.HTTPException as exc:
-            response = exc
+        except web.HTTPException as exc:  # 404, 405, …: the same headers, raised on as aiohttp wants
+            self._headers(exc)
+            raise
         if fresh and not response.prepared:
             response.set_cookie(security.SESSION_COOKIE, session, httponly=True, samesite="Strict", path="/")
         return self._headers(response)
@@ -297,7 +300,7 @@ class UiServer:
     # pages --------------------------------------------------------------------------------------------
 
     def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
-        body = self.pages.render(template, csrf=request["csrf"], errors=self.cache.errors(),
+        body = self.pages.render(template, csrf=request[CSRF], errors=self.cache.errors(),
                                  synced=self.cache.synced(), version=self.cache.hub.version, **context)
         return web.Response(text=body, status=status, content_type="text/html")
 
