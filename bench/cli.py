@@ -4,7 +4,8 @@ Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
 Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
-(issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios scale`` (issue 27),
+(issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios ui`` (issue 37, the
+web UI with 1,000 Kustomizations in headless chromium: bench/ui.py), ``--scenarios scale`` (issue 27),
 1,000 to 10,000 Kustomizations in one process and in 4 shards (``--scale-sizes``, ``--scale-shards``;
 ``4/1``: the first of four shards alone; bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
@@ -25,14 +26,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, workload
+from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, ui, workload
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
     "chaos",
 )
 # not in the default run (tens of minutes at 10,000 on 2 cores): ask for it with --scenarios scale
-OPTIONAL = ("scale",)
+OPTIONAL = ("scale", "ui")
 
 
 def _sizes(text: str) -> list[int]:
@@ -84,6 +85,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scale-unpinned", action="store_true",
                    help="run the shards of the scale scenario on every CPU (default: each pinned to its share of "
                         "the CPUs, as Deployments with a CPU limit on one machine)")
+    p.add_argument("--ui-size", type=int, default=None, help="Kustomizations of the web UI scenario (1000)")
     p.add_argument("--chaos-size", type=int, default=None, help="Kustomizations of the chaos soak (300)")
     p.add_argument("--chaos-duration", type=float, default=None, help="seconds of faults in the chaos soak (120)")
     p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
@@ -134,6 +136,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.chaos_seed,
             "converge_within": 300.0 if quick else 900.0,
         },
+        "ui_size": args.ui_size or (100 if quick else 1000),
         "wait": args.wait,
         "controller_flags": args.controller_flags.split(),
         "quick": quick,
@@ -213,6 +216,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if "keyservices" in wanted:
         await record("keyservices", len(key_services.PROVIDERS),
                      lambda m: key_services.key_services(workdir, into=m))
+    # issue 37: the web UI's first render, memory and batching with 1,000 Kustomizations (needs chromium)
+    if "ui" in wanted:
+        size = p.get("ui_size", 1000)
+        await record("ui", size, lambda m: ui.ui(cfg, size, into=m))
     if "chaos" in wanted:
         plan = chaos.ChaosPlan(**p["chaos"])
         await record("chaos", plan.size,

@@ -2,9 +2,9 @@
 
 Commands are registered in :data:`COMMANDS` (name → :class:`Command`): ``run`` (the controller,
 the default when the first argument names no command), ``build``, ``diff`` (``diff_command.py``),
-``approve`` (``approve_command.py``) and ``demo``. A command either declares argparse arguments
-(``configure`` + ``handler``) or takes its arguments unparsed (``raw_handler``), which is what the
-controller's pflag-compatible flags need.
+``approve`` (``approve_command.py``), ``ui`` (``ui/command.py``) and ``demo``. A command either declares
+argparse arguments (``configure`` + ``handler``) or takes its arguments unparsed (``raw_handler``), which
+is what the controller's pflag-compatible flags need.
 
 ``kustomize-controller build PATH [--kustomization FILE] [--no-remote-bases]
 [--feature-gates ...] [--kustomize-binary ...]`` renders offline what a reconcile would apply:
@@ -186,6 +186,18 @@ def _approve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return approve_main(args, out, err)
 
 
+def _configure_ui(parser: argparse.ArgumentParser) -> None:
+    from kustomize_controller.ui.command import configure
+
+    configure(parser)
+
+
+def _ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from kustomize_controller.ui.command import main as ui_main
+
+    return ui_main(args, out, err)
+
+
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     from kustomize_controller.demo import configure
 
@@ -219,6 +231,11 @@ COMMANDS: dict[str, Command] = {
         help="show the plan of a Kustomization with approval: manual, as diff does, and approve it (once)",
         configure=_configure_approve,
         handler=_approve,
+    ),
+    "ui": Command(
+        help="serve a live web UI of the Kustomizations on this machine, acting with your kubeconfig",
+        configure=_configure_ui,
+        handler=_ui,
     ),
     "demo": Command(
         help="run the controller on the embedded API server with the examples/ source (no cluster needed)",

@@ -9,7 +9,9 @@ What it does, in order:
 4. runs the controller (the same ``run_controller`` as in a cluster); the embedded server runs no
    kubelet, so it is started with ``simulate_workloads`` (Deployments report the status a finished
    rollout has) and health checks can pass;
-5. prints the Kustomization's conditions and the applied objects whenever they change, until
+5. serves the web UI (``kustomize-controller ui``, ``docs/ui.md``) on 127.0.0.1 as the embedded server's
+   admin and prints its address (``--ui-port``; another free port when that one is taken);
+6. prints the Kustomization's conditions and the applied objects whenever they change, until
    Ctrl-C — or, with ``--once``, until it is Ready (exit 0) or ``--timeout`` passes (exit 1).
 
 With ``--change-management`` (docs/change-management.md), once Ready it goes on to show both gates:
@@ -53,6 +55,9 @@ from kustomize_controller.settings import Settings
 from kustomize_controller.testing.apiserver import ApiServer
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 from kustomize_controller.testing.sourcecrds import source_crds
+from kustomize_controller.ui.command import DEFAULT_PORT as DEFAULT_UI_PORT
+from kustomize_controller.ui.command import preview_defaults, ui_server
+from kustomize_controller.ui.server import UiOptions, UiServer
 
 #: where an installation keeps the examples (the image's ``/opt/venv``: ``scripts/install_image.py`` puts them there)
 EXAMPLES_UNDER_PREFIX = Path("share") / "kustomize-controller" / "examples"
@@ -74,6 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="directory published as the source (default: %(default)s)")
     parser.add_argument("--change-management", action="store_true",
                         help="once Ready, show an approval (approval: manual) and a sync window holding new revisions")
+    parser.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT,
+                        help="port of the web UI on 127.0.0.1 (%(default)s; another free one when taken; -1: no UI)")
 
 
 async def _install_crds(client: KubeClient) -> None:
@@ -146,7 +153,9 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
                 log_level="error",
                 requeue_dependency=Settings().requeue_dependency,
             )
-            async with asyncio.TaskGroup() as tasks:
+            async with contextlib.AsyncExitStack() as stack, asyncio.TaskGroup() as tasks:
+                if args.ui_port >= 0:
+                    await _start_ui(stack, client, args.ui_port, out)
                 controller = tasks.create_task(run_controller(settings, handle_signals=False))
                 try:
                     if args.change_management:
@@ -162,6 +171,21 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
                                         controller=controller)
                 finally:
                     controller.cancel()
+
+
+async def _start_ui(stack: contextlib.AsyncExitStack, client: KubeClient, port: int, out: TextIO) -> UiServer | None:
+    """The web UI as the embedded server's admin, on ``port`` or, when it is taken, on a free one."""
+    for candidate in dict.fromkeys([port, 0]):
+        try:
+            server = await stack.enter_async_context(
+                ui_server(client=client, options=UiOptions(port=candidate), flags=preview_defaults(), err=out))
+        except OSError as err:
+            print(f"the web UI cannot listen on 127.0.0.1:{candidate}: {err.strerror or err}", file=out)
+            continue
+        print(f"web UI: {server.url} (watch it converge in a browser; it acts as the embedded server's admin)",
+              file=out, flush=True)
+        return server
+    return None
 
 
 async def _watch(client: KubeClient, namespace: str, name: str, out: TextIO, *, once: bool, within: float,

@@ -41,14 +41,14 @@ from kustomize_controller.apply.staging import parse_group_kind_set
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_config
 from kustomize_controller.kube.errors import KubeError
-from kustomize_controller.kustomize.build import KustomizeBuilder, detect_builder
+from kustomize_controller.kustomize.build import BuilderCommand, KustomizeBuilder, detect_builder
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.pipeline import BuildPipeline
 from kustomize_controller.kustomize.sops.identity.workload import WorkloadIdentity, WorkloadIdentityOptions
 from kustomize_controller.reconcile.apply_options import ApplySettings
 from kustomize_controller.reconcile.preview import Preview, PreviewError, PreviewOptions, preview_kustomization
-from kustomize_controller.runtime.clock import RealClock
+from kustomize_controller.runtime.clock import Clock, RealClock
 from kustomize_controller.settings import FeatureGates, FlagError
 
 EXIT_SAME, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
@@ -66,8 +66,13 @@ def configure_connection(parser: argparse.ArgumentParser) -> None:
     """The Kustomization, the cluster, and the controller's flags a preview needs (``diff``, ``approve``)."""
     parser.add_argument("name", metavar="NAME", help="the Kustomization")
     parser.add_argument("-n", "--namespace", default="flux-system", help="its namespace (default flux-system)")
-    parser.add_argument("--kubeconfig", default="", metavar="FILE", help="kubeconfig (default: KUBECONFIG, ~/.kube)")
     parser.add_argument("--verbose", action="store_true", help="also list unchanged and skipped objects")
+    configure_preview_flags(parser)
+
+
+def configure_preview_flags(parser: argparse.ArgumentParser) -> None:
+    """The cluster and the controller's flags a preview needs (``diff``, ``approve``, ``ui``)."""
+    parser.add_argument("--kubeconfig", default="", metavar="FILE", help="kubeconfig (default: KUBECONFIG, ~/.kube)")
     parser.add_argument("--no-remote-bases", action="store_true", help="refuse remote kustomize bases")
     parser.add_argument(
         "--feature-gates", action="append", default=[], metavar="GATES", help="Name=bool pairs, comma separated"
@@ -145,6 +150,36 @@ def _age_secret(value: str) -> tuple[str, str] | None:
     return namespace, name
 
 
+def preview_pipeline(command: BuilderCommand, *, clock: Clock, session: aiohttp.ClientSession) -> BuildPipeline:
+    """The build pipeline of a preview: the builder ``command``, artifacts fetched with ``session``."""
+    return BuildPipeline(
+        builder=KustomizeBuilder(command=command, clock=clock),
+        workspace=Workspace(),
+        fetcher=ArtifactFetcher(session=session, clock=clock, retries=1, env=os.environ),
+    )
+
+
+def preview_options(args: argparse.Namespace, client: KubeClient, *, as_applied: bool) -> PreviewOptions:
+    """The preview options the flags of ``configure_preview_flags`` describe, reading with ``client``."""
+    gates = FeatureGates.parse(args.feature_gates)
+    return PreviewOptions(
+        local_root=Path(args.path) if getattr(args, "path", "") else None,
+        as_applied=as_applied,
+        no_remote_bases=args.no_remote_bases,
+        strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
+        sops_age_secret=_age_secret(args.sops_age_secret),
+        # spec.decryption.serviceAccountName as the controller honours it: a TokenRequest with the
+        # caller's credentials; without the gate it fails as the controller would
+        workload_identity=WorkloadIdentity(client=client, cache=None, options=WorkloadIdentityOptions(
+            object_level=gates.enabled("ObjectLevelWorkloadIdentity"), environ=dict(os.environ))),
+        engine=ApplySettings(
+            override_managers=tuple(args.override_manager),
+            custom_stage_kinds=parse_group_kind_set(args.custom_apply_stage_kinds),
+            migrate_api_version=gates.enabled("MigrateAPIVersion"),
+        ),
+    )
+
+
 async def run_preview(
     args: argparse.Namespace,
     err: TextIO,
@@ -155,7 +190,7 @@ async def run_preview(
 ) -> Preview:
     """The preview the flags of ``configure_connection`` describe; ``first`` and ``then`` run before and after
     it with the same client."""
-    gates = FeatureGates.parse(args.feature_gates)
+    FeatureGates.parse(args.feature_gates)  # a bad gate fails before anything is read
     clock = RealClock()
     config = await load_config(kubeconfig=args.kubeconfig or None)
     command = await detect_builder(clock=clock, kustomize_binary=args.kustomize_binary or None)
@@ -166,27 +201,8 @@ async def run_preview(
     async with KubeClient(config=config) as client, aiohttp.ClientSession() as session:
         if first is not None:
             await first(client)
-        pipeline = BuildPipeline(
-            builder=KustomizeBuilder(command=command, clock=clock),
-            workspace=Workspace(),
-            fetcher=ArtifactFetcher(session=session, clock=clock, retries=1, env=os.environ),
-        )
-        options = PreviewOptions(
-            local_root=Path(args.path) if getattr(args, "path", "") else None,
-            as_applied=as_applied,
-            no_remote_bases=args.no_remote_bases,
-            strict_substitution=gates.enabled("StrictPostBuildSubstitutions"),
-            sops_age_secret=_age_secret(args.sops_age_secret),
-            # spec.decryption.serviceAccountName as the controller honours it: a TokenRequest with the
-            # caller's credentials; without the gate it fails as the controller would
-            workload_identity=WorkloadIdentity(client=client, cache=None, options=WorkloadIdentityOptions(
-                object_level=gates.enabled("ObjectLevelWorkloadIdentity"), environ=dict(os.environ))),
-            engine=ApplySettings(
-                override_managers=tuple(args.override_manager),
-                custom_stage_kinds=parse_group_kind_set(args.custom_apply_stage_kinds),
-                migrate_api_version=gates.enabled("MigrateAPIVersion"),
-            ),
-        )
+        pipeline = preview_pipeline(command, clock=clock, session=session)
+        options = preview_options(args, client, as_applied=as_applied)
         preview = await preview_kustomization(client=client, pipeline=pipeline, clock=clock,
                                               namespace=args.namespace, name=args.name, options=options, progress=say)
         if then is not None:

@@ -105,6 +105,10 @@ def test_the_installed_environment_runs_the_controller(installed: dict[str, Any]
     assert "Usage: kustomize-controller" in run_in(venv, "kustomize-controller", "--help")
     assert "Kustomize Version: v5.8.1" in run_in(venv, "kubectl", "version", "--client")
     assert not (venv / "bin" / "pip").exists()  # no installer in the image's environment
+    ui = Path(module_file).parent / "ui"  # `kustomize-controller ui` as installed: templates and static files
+    for name in ("templates/base.html", "templates/macros.html", "static/fleet.js", "static/ui.css",
+                 "static/vendor/cytoscape.min.js", "static/vendor/LICENSE.cytoscape"):
+        assert (ui / name).is_file(), name
 
 
 def test_nothing_was_built_or_fetched_at_install_time(installed: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ def test_demo_once_converges_to_ready() -> None:
     last = proc.stdout.strip().splitlines()[-1]
     assert json.loads(last)["ready"] is True
     assert "Deployment.apps podinfo/podinfo" in proc.stdout
+    assert "web UI: http://127.0.0.1:" in proc.stdout  # make run shows the converging demo in a browser too
     # The health check (wait: true) passed; intermediate states may be too brief to be printed.
     assert "Succeeded: Health check passed in" in proc.stdout
 
