@@ -5,9 +5,10 @@ the page as the ``ForbiddenError`` it is.
   kustomization`` writes it (refused, as flux refuses, when the Kustomization is suspended).
 - ``suspend`` / ``resume``: a merge patch of ``spec.suspend`` true / false, as ``flux suspend``/``flux resume``
   (resume writes no annotation: the generation change makes the controller reconcile).
-- ``approve_plan``: the one function that approves a plan id — what ``kustomize-controller approve`` writes
-  (``approve_command.py``): a merge patch of the ``approved-plan`` annotation to exactly that id. The controller
-  applies only a plan with that id, so approving what a page showed is safe whatever happened since.
+- ``approve_plan``: approves a plan id through the one function ``kustomize-controller approve`` uses
+  (``approve_command.approve_plan``): ``approved-plan`` set to exactly that id and a new ``approved-at`` token,
+  one merge patch — an approval the controller applies once, and only to a plan with that id, so approving
+  what a page showed is safe whatever happened since (docs/change-management.md).
   ``check_approvable`` first refuses a Kustomization that does not wait for approvals, as the command does.
 """
 
@@ -16,9 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kustomize_controller import approve_command
 from kustomize_controller.api.changes import (
     APPROVAL_ANNOTATION,
-    APPROVED_PLAN_ANNOTATION,
     ApprovalMode,
     InvalidApprovalModeError,
     approval_mode,
@@ -74,8 +75,9 @@ async def check_approvable(client: KubeClient, *, namespace: str, name: str) -> 
     return ks
 
 
-async def approve_plan(client: KubeClient, *, namespace: str, name: str, plan_id: str) -> None:
-    """Approve exactly ``plan_id`` (module contract): the write ``kustomize-controller approve`` makes."""
+async def approve_plan(client: KubeClient, *, namespace: str, name: str, plan_id: str, clock: Clock) -> str:
+    """Approve exactly ``plan_id`` (module contract) with the write ``kustomize-controller approve`` makes: a new
+    one-shot approval (``approved-plan`` and ``approved-at`` in one merge patch). Returns the token written."""
     if not PLAN_ID.match(plan_id):
         raise ActionError(f"{_subject(namespace, name)}: {plan_id!r} is not a plan id (12 hex digits)")
-    await _patch(client, namespace, name, {"metadata": {"annotations": {APPROVED_PLAN_ANNOTATION: plan_id}}})
+    return await approve_command.approve_plan(client, namespace=namespace, name=name, plan_id=plan_id, clock=clock)

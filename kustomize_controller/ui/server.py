@@ -448,7 +448,8 @@ class UiServer:
             else:
                 plan_id = str(form.get("plan") or "")
                 await actions.check_approvable(self.client, namespace=namespace, name=name)
-                await actions.approve_plan(self.client, namespace=namespace, name=name, plan_id=plan_id)
+                await actions.approve_plan(self.client, namespace=namespace, name=name, plan_id=plan_id,
+                                            clock=self.clock)
                 message = f"{subject}: approved plan {plan_id}"
         except ForbiddenError as err:
             status, message = 403, f"refused by the cluster's RBAC: {err.message or err}"

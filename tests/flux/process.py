@@ -1,0 +1,127 @@
+"""One of Flux's controllers as a process on this machine, out of cluster, against a kubeconfig.
+
+Flux's controllers have no ``--kubeconfig`` flag: controller-runtime reads ``KUBECONFIG`` (set here), and
+``RUNTIME_NAMESPACE`` names their own namespace. Every controller gets free loopback ports for metrics and
+health (their defaults ``:8080``/``:9440`` clash when several run), JSON logs into ``log_path``, and is
+ready when ``/readyz`` answers 200. ``stop()`` sends SIGTERM, then SIGKILL after a grace period; the child
+also gets SIGKILL should the process that started it die (``PR_SET_PDEATHSIG``), so nothing outlives its owner.
+
+    proc = FluxProcess(binary=assets.binary("source-controller"), kubeconfig=..., log_path=...,
+                       args=["--storage-path=/tmp/x", "--storage-addr=127.0.0.1:PORT", ...])
+    await proc.start()
+    ...
+    await proc.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+_PR_SET_PDEATHSIG = 1
+_HTTP = aiohttp.ClientTimeout(total=5)
+
+
+class FluxProcessError(RuntimeError):
+    """A Flux controller did not start; the message carries its log's tail."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class FluxProcess:
+    binary: Path
+    kubeconfig: Path | str
+    log_path: Path
+    args: Sequence[str] = ()
+    runtime_namespace: str = "flux-system"
+    env: dict[str, str] = field(default_factory=dict)
+    metrics_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    _proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def name(self) -> str:
+        return self.binary.name
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def argv(self) -> list[str]:
+        return [str(self.binary), f"--metrics-addr=127.0.0.1:{self.metrics_port}",
+                f"--health-addr=127.0.0.1:{self.health_port}", "--log-encoding=json", *self.args]
+
+    def logs(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    async def start(self, *, ready_within: float = 60.0) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(KUBECONFIG=str(self.kubeconfig), RUNTIME_NAMESPACE=self.runtime_namespace, **self.env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.argv(), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                preexec_fn=_die_with_parent)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ready_within
+        last: object = None
+        while True:
+            if self._proc.returncode is not None:
+                failure = f"{self.name} exited with {self._proc.returncode} before it was ready"
+                break
+            try:
+                async with aiohttp.ClientSession(timeout=_HTTP) as http, \
+                        http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
+                    if resp.status == 200:
+                        return
+                    last = resp.status
+            except (aiohttp.ClientError, TimeoutError) as err:
+                last = err
+            if loop.time() >= deadline:
+                failure = f"{self.name} not ready within {ready_within}s (last /readyz: {last!r})"
+                break
+            await asyncio.sleep(0.2)
+        await self.stop()
+        tail = "\n".join(self.logs().splitlines()[-40:])
+        raise FluxProcessError(f"{failure}\n--- {self.log_path} ---\n{tail}")
+
+    async def stop(self, *, grace: float = 20.0) -> int | None:
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        return proc.returncode
