@@ -8,6 +8,8 @@ openAPIV3Schema is NOT done (see docs/testing.md).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from typing import Any
@@ -216,9 +218,54 @@ def _conversion_errors(conversion: Any) -> list[FieldError]:
     return []
 
 
-def kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
+
+
+def ca_bundle_problem(bundle: str) -> str:
+    """What kube-apiserver v1.36.3 says of a conversion webhook's ``caBundle`` (base64 of PEM), ``""`` when it
+    takes it: at least one PEM block, every CERTIFICATE block a certificate, at least one of them."""
+    try:
+        data = base64.b64decode(bundle, validate=True)
+    except (binascii.Error, ValueError):
+        return "unable to load root certificates: unable to parse bytes as PEM block"
+    blocks = _PEM_BLOCK.findall(data)
+    if not blocks:
+        return "unable to load root certificates: unable to parse bytes as PEM block"
+    from cryptography import x509
+
+    certificates = 0
+    for kind, body in blocks:
+        if kind != b"CERTIFICATE":
+            continue
+        try:
+            x509.load_der_x509_certificate(base64.b64decode(b"".join(body.split())))
+        except ValueError:
+            return "unable to load root certificates: failed to parse certificate: x509: malformed certificate"
+        certificates += 1
+    return "" if certificates else "unable to load root certificates: no valid certificate authority data seen"
+
+
+def _ca_bundle(crd: dict[str, Any] | None) -> str:
+    conversion = ((crd or {}).get("spec") or {}).get("conversion") or {}
+    bundle = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("caBundle")
+    return bundle if isinstance(bundle, str) else ""
+
+
+def ca_bundle_errors(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """A changed ``caBundle`` must hold certificates — checked on update only, and not when the stored one was
+    already unusable (ratcheting): what a real v1.36.3 server does (a create takes any bytes)."""
+    bundle = _ca_bundle(obj)
+    if old is None or not bundle or bundle == _ca_bundle(old) or (_ca_bundle(old) and ca_bundle_problem(
+            _ca_bundle(old))):
+        return []
+    problem = ca_bundle_problem(bundle)
+    return [FieldError("spec.conversion.webhookClientConfig.caBundle", "Invalid value", problem, bundle)] if problem \
+        else []
+
+
+def kind_errors(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     if rt.kind == "CustomResourceDefinition":
-        return crd_errors(obj)
+        return crd_errors(obj) + ca_bundle_errors(obj, old)
     if rt.kind in ("RoleBinding", "ClusterRoleBinding"):
         ref = obj.get("roleRef") or {}
         errors = []
@@ -236,7 +283,7 @@ def validate(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) 
     meta = obj.get("metadata") or {}
     errors = name_errors(rt, meta.get("name")) if old is None else []
     errors += metadata_errors(meta)
-    errors += kind_errors(rt, obj)
+    errors += kind_errors(rt, obj, old)
     errors += pod_spec_errors(rt, obj)
     if old is not None:
         errors += immutable_errors(rt, old, obj)

@@ -149,3 +149,57 @@ async def test_invalid_crd_name_is_rejected(cluster):
             assert (status, body["reason"]) == (422, "Invalid")
         finally:  # should the server take it after all
             await call(http, "DELETE", f"{CRD_PATH}/{bad['metadata']['name']}")
+
+
+async def test_a_changed_conversion_ca_bundle_must_hold_certificates(cluster):
+    """kube-apiserver v1.36.3 (make test-real): a conversion webhook's caBundle is checked on update when it
+    changes — unless the stored one was unusable already — and taken as it is on create. (The real server
+    decides against its cached copy of the CRD: right after a write it may still take a bad bundle, so the
+    refusals are tried once the CRD is Established.)"""
+    import base64
+
+    from tests.integration.controller.test_crd_conversion_owner import CA_PEM
+
+    def webhook(bundle: str) -> dict:
+        return {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+            "url": "https://127.0.0.1:9999/convert", "caBundle": bundle}}}
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    group = _group(cluster)
+    checked, ratcheted = f"widgets.{group}", f"widgets.r{group}"
+    prefix = f'CustomResourceDefinition.apiextensions.k8s.io "{checked}" is invalid: ' \
+             "spec.conversion.webhookClientConfig.caBundle: Invalid value: "
+    async with cluster.session() as http:
+        try:
+            status, crd = await call(http, "POST", CRD_PATH, body=widget_crd(group))
+            assert status == 201, crd
+            await _established(http, checked)
+            for bundle, problem in [
+                ("Q0E=", "unable to parse bytes as PEM block"),
+                (b64(b"-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----\n"),
+                 "no valid certificate authority data seen"),
+                (b64(b"-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n"),
+                 "failed to parse certificate: x509: malformed certificate"),
+            ]:
+                status, answer = await call(http, "PATCH", f"{CRD_PATH}/{checked}", content_type=MERGE,
+                                            body={"spec": {"conversion": webhook(bundle)}})
+                assert (status, answer.get("reason")) == (422, "Invalid"), answer
+                assert answer["message"].startswith(f'{prefix}"{bundle}": unable to load root certificates: '
+                                                    f"{problem}"), answer["message"]
+            status, crd = await call(http, "PATCH", f"{CRD_PATH}/{checked}", content_type=MERGE,
+                                     body={"spec": {"conversion": webhook(b64(CA_PEM + b"trailing text\n"))}})
+            assert status == 200, crd
+
+            body = widget_crd(f"r{group}")
+            body["spec"]["conversion"] = webhook("Q0E=")
+            status, crd = await call(http, "POST", CRD_PATH, body=body)
+            assert status == 201, crd  # a create takes any bytes
+            status, crd = await call(http, "PATCH", f"{CRD_PATH}/{ratcheted}", content_type=MERGE,
+                                     body={"spec": {"conversion": webhook(b64(b"-----BEGIN CERTIFICATE-----\nQUJD\n"
+                                                                               b"-----END CERTIFICATE-----\n"))}})
+            assert status == 200, crd  # the stored bundle was unusable already: not checked
+        finally:
+            await call(http, "DELETE", f"{CRD_PATH}/{checked}")
+            await call(http, "DELETE", f"{CRD_PATH}/{ratcheted}")

@@ -223,10 +223,15 @@ async def test_quantities_are_canonical_on_create_update_patch_apply_and_dry_run
         status, created = await call(http, "POST", _path(ns, "deployments"), body=_with_resources("q", RESOURCES_IN))
         assert status == 201 and _resources(created["spec"]["template"]["spec"]["containers"][0]) == RESOURCES_OUT
 
-        # update (PUT) with a new non-canonical value
-        body = copy.deepcopy(created)
-        body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000m"
-        status, updated = await call(http, "PUT", _path(ns, "deployments", "q"), body=body)
+        # update (PUT) with a new non-canonical value; a real cluster's Deployment controller writes the status
+        # meanwhile, so the PUT is made on the latest read and retried on a conflict
+        for _ in range(20):
+            _, latest = await call(http, "GET", _path(ns, "deployments", "q"))
+            body = copy.deepcopy(latest)
+            body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000m"
+            status, updated = await call(http, "PUT", _path(ns, "deployments", "q"), body=body)
+            if status != 409:
+                break
         assert status == 200, updated
         assert updated["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "1"
 

@@ -14,6 +14,7 @@ import pytest
 
 from kustomize_controller.api.changes import APPROVAL_ANNOTATION, APPROVED_PLAN_ANNOTATION
 from kustomize_controller.cli import main
+from kustomize_controller.reconcile.gate.approval import USED, record_in
 from kustomize_controller.reconcile.gate.plan import plan_id_in
 from tests.integration.controller.conftest import KS_API, ControllerEnv, condition, condition_message
 from tests.integration.controller.manifests import configmap, kustomization
@@ -165,7 +166,9 @@ async def test_drift_is_corrected_only_after_approval(env: ControllerEnv) -> Non
     code, out, err = await run_approve(env, stdin="y\n")
     assert code == 0, err
     assert f"ConfigMap/{ns}/a configured" in out and "+  mode: safe" in out
-    await env.wait_for("app", lambda o: condition(o, "Approved") == ("True", "PlanApproved"))
+    # the approval is recorded ("applying") before the apply writes, and "used" once it has
+    await env.wait_for("app", lambda o: condition(o, "Approved") == ("True", "PlanApproved")
+                       and getattr(record_in(condition_message(o, "Approved")), "state", "") == USED)
     assert await mode_of(env, "a") == "safe"
 
 

@@ -33,6 +33,28 @@ URL = "https://127.0.0.1:9443/convert"
 SERVICE = service_reference("kustomize-controller-webhook", "kustomize-system")
 
 
+def _ca_pem() -> bytes:
+    """A CA certificate: a real kube-apiserver refuses a changed caBundle that holds none."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "conversion-test-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+CA_PEM = _ca_pem()
+
+
 @pytest.fixture
 async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
     """A client; the CRD's conversion is put back as it was afterwards (a real cluster shares the CRD)."""
@@ -58,7 +80,7 @@ async def kubectl_apply(cluster: ClusterHandle, *args: str, check: bool = True) 
 async def controller_writes(client: KubeClient, target: dict[str, Any]) -> None:
     for _ in range(3):  # the webhook retries a conflict the same way
         crd = await get_crd(client)
-        if await ensure_crd(client, crd=crd, ca_bundle=b"CA", target=target):
+        if await ensure_crd(client, crd=crd, ca_bundle=CA_PEM, target=target):
             return
     raise AssertionError(f"the controller's write of {target} changed nothing")
 
@@ -80,7 +102,7 @@ async def test_reapplying_the_manifests_keeps_what_the_controller_wrote_both_way
     await reapply_manifests(cluster)  # the CRD as a user installs it
     await controller_writes(client, {"url": URL})  # a run out of cluster (--webhook-url)
     await reapply_manifests(cluster)  # an upgrade or a reinstall
-    assert await client_config(client) == {"url": URL, "caBundle": base64.b64encode(b"CA").decode()}
+    assert await client_config(client) == {"url": URL, "caBundle": base64.b64encode(CA_PEM).decode()}
 
     await controller_writes(client, {"service": SERVICE})  # back in the cluster: service restored
     config = await client_config(client)
@@ -130,4 +152,4 @@ async def test_the_crd_of_the_earlier_manifests_upgrades_without_losing_the_conv
     await controller_writes(client, {"service": SERVICE})  # caBundle, and the claim
     await reapply_manifests(cluster)
     config = await client_config(client)
-    assert config == {"service": SERVICE, "caBundle": base64.b64encode(b"CA").decode()}
+    assert config == {"service": SERVICE, "caBundle": base64.b64encode(CA_PEM).decode()}

@@ -46,6 +46,7 @@ def test_default_plan() -> None:
         "scale_sizes": [1000, 2000, 5000, 10000],
         "scale_shards": [(1, 1), (4, 4)],
         "scale_pin": True,
+        "ui_size": 1000,
         "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
                   "seed": 25, "converge_within": 900.0},
         "wait": False,
@@ -66,6 +67,7 @@ def test_quick_plan_runs_everything_once_on_small_sizes() -> None:
     assert p["quick"] is True
     assert "scale" not in p["scenarios"]  # opt-in: tens of minutes at 10,000
     assert p["scale_sizes"] == [100, 200]
+    assert p["ui_size"] == 100
 
 
 def test_scale_plan_options() -> None:
