@@ -76,6 +76,7 @@ class _Table:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
     watchers: set[Watcher] = field(default_factory=set)
+    last_rv: int = 0  # the resourceVersion of the newest event of this resource (a watch cache's progress)
 
 
 class Storage:
@@ -100,6 +101,12 @@ class Storage:
     def resource_version(self) -> int:
         return self._rv
 
+    def latest_rv(self, key: StorageKey) -> int:
+        """The resourceVersion of the newest event of one resource (0: none yet): what a real server's watch
+        cache of that resource has seen, and all its bookmarks can report."""
+        table = self._tables.get(key)
+        return table.last_rv if table is not None else 0
+
     @property
     def oldest_watchable(self) -> int:
         return self._floor
@@ -120,10 +127,10 @@ class Storage:
         self._history.append(event)
         while len(self._history) > self._history_size:
             self._floor = self._history.popleft().rv
-        table = self._tables.get(key)
-        if table is not None:
-            for watcher in list(table.watchers):
-                watcher.offer(event)
+        table = self._table(key)
+        table.last_rv = event.rv
+        for watcher in list(table.watchers):
+            watcher.offer(event)
 
     def events_after(self, since: int, key: StorageKey) -> list[Event]:
         """History events of one resource newer than ``since``, oldest first (``since`` must not be

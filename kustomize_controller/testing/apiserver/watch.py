@@ -7,9 +7,13 @@ Contract:
 - ``sendInitialEvents=true`` (with ``resourceVersionMatch=NotOlderThan``): synthetic ADDED events, then a
   BOOKMARK annotated ``k8s.io/initial-events-end: "true"``.
 - With selectors, an object that stops matching arrives as DELETED and one that starts matching as ADDED.
-- ``allowWatchBookmarks=true``: BOOKMARKs carrying the current global resourceVersion every
-  ``bookmark_interval`` seconds and once shortly (``min(2 s, timeout/2)``) before ``timeoutSeconds`` ends;
-  a bookmark is only sent when no event is pending, so resuming from it loses nothing.
+- ``allowWatchBookmarks=true``: a BOOKMARK every ``bookmark_interval`` seconds and once shortly
+  (``min(2 s, timeout/2)``) before ``timeoutSeconds`` ends — each only when the resource has an event newer
+  than the watch's start (delivered to it or not: other namespaces and filtered-out objects count), and then
+  carrying the newest event's resourceVersion: kube-apiserver v1.36.3's watch cache bookmarks what it has
+  seen of the resource, and a watch on a resource nobody wrote since it began gets no bookmark (checked with
+  ``make test-real``). A bookmark is only sent when no event is pending, so
+  resuming from it loses nothing.
 - A client with faults armed (``clientfaults.py``) may have events held, dropped or its stream cut.
 - The stream ends cleanly at ``timeoutSeconds`` (default: the server's ``watch_timeout``), when the
   watcher is closed (fault injection, slow consumer, shutdown) or when the client goes away.
@@ -135,13 +139,14 @@ async def serve_watch(request: web.Request, storage: Storage, req: WatchRequest,
                                      _line("ADDED", with_version(obj, rt)))
             if req.send_initial_events:
                 await response.write(_bookmark(rt, initial_rv, initial_end=True))
+        began = storage.resource_version if synthetic else (since or 0)
         for event in backlog:
             translated = _translate(req, event)
             if translated is not None:
                 await _tapped(response, tap, event)
                 await response.write(await _converted_line(req, *translated) if req.convert else
                                      _line(translated[0], with_version(translated[1], rt)))
-        await _pump(response, storage, watcher, req, tap)
+        await _pump(response, storage, watcher, req, tap, began=began)
         await response.write_eof()
     except _Cut:
         with contextlib.suppress(ConnectionResetError):
@@ -172,7 +177,7 @@ _NOTHING: Any = object()
 
 
 async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, req: WatchRequest,
-                tap: WatchTap | None) -> None:
+                tap: WatchTap | None, *, began: int) -> None:
     start = time.monotonic()
     deadline = start + req.timeout
     final_bookmark_at = deadline - min(2.0, req.timeout / 2)
@@ -199,7 +204,9 @@ async def _pump(response: web.StreamResponse, storage: Storage, watcher: Any, re
                 event = _NOTHING
         if event is _NOTHING:
             if bookmarks and watcher.queue.empty() and time.monotonic() >= next_bookmark and not final_sent:
-                await response.write(_bookmark(req.rt, storage.resource_version))
+                progress = storage.latest_rv(req.rt.storage_key)
+                if progress > began:  # nothing new of the resource: a real watch cache sends no bookmark
+                    await response.write(_bookmark(req.rt, progress))
                 if next_bookmark >= final_bookmark_at:
                     final_sent = True
                 next_bookmark = min(time.monotonic() + req.bookmark_interval, final_bookmark_at)

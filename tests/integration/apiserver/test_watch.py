@@ -55,30 +55,58 @@ async def test_live_events_reach_every_watcher(cluster):
         assert [e["type"] for e in events] == ["ADDED", "DELETED"]
 
 
+async def _write_during(http, ns: str, name: str, *, after: float = 0.5) -> None:
+    await asyncio.sleep(after)
+    status, body = await call(http, "POST", cm_path(ns), body=configmap(name))
+    assert status == 201, body
+
+
 async def test_bookmark_arrives_before_timeout_and_stream_ends(cluster):
+    """A real watch cache (kube-apiserver v1.36.3) bookmarks what it has seen of the resource: a write the
+    watch does not match (here: outside its label selector) still moves it, and the bookmark before the
+    timeout reports it."""
     ns = cluster.namespace
     async with cluster.session() as http:
         _, listed = await call(http, "GET", cm_path(ns))
         rv = listed["metadata"]["resourceVersion"]
         loop = asyncio.get_running_loop()
         started = loop.time()
-        events = await read_watch(http, cm_path(ns), {"resourceVersion": rv, "timeoutSeconds": "3",
-                                                       "allowWatchBookmarks": "true"})
+        write = asyncio.create_task(_write_during(http, ns, "unwatched"))
+        events = await read_watch(http, cm_path(ns), {"resourceVersion": rv, "timeoutSeconds": "4",
+                                                       "allowWatchBookmarks": "true", "labelSelector": "watched=yes"})
         elapsed = loop.time() - started
+        await write
+    assert [e["type"] for e in events if e["type"] != "BOOKMARK"] == []
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert bookmarks, events
     assert bookmarks[-1]["object"]["kind"] == "ConfigMap"
-    assert int(bookmarks[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
+    assert int(bookmarks[-1]["object"]["metadata"]["resourceVersion"]) > int(rv)
     assert elapsed < 30  # the server ended the stream itself
+
+
+async def test_no_bookmark_when_nothing_was_written_since_the_watch_began(cluster):
+    """kube-apiserver v1.36.3 sends no bookmark to a watch of a resource nobody wrote since it began."""
+    if cluster.server is None:
+        pytest.skip("a real cluster's own controllers may write ConfigMaps meanwhile")
+    ns = cluster.namespace
+    async with cluster.session() as http:
+        _, listed = await call(http, "GET", cm_path(ns))
+        events = await read_watch(http, cm_path(ns), {"resourceVersion": listed["metadata"]["resourceVersion"],
+                                                       "timeoutSeconds": "3", "allowWatchBookmarks": "true"})
+    assert events == []
 
 
 async def test_resume_from_bookmark_loses_nothing(cluster):
     ns = cluster.namespace
     async with cluster.session() as http:
         _, listed = await call(http, "GET", cm_path(ns))
-        # a real server sends its bookmark about 2 s before the timeout: a 2 s watch may end without one
+        # a real server sends its bookmark about 2 s before the timeout (a 2 s watch may end without one), and
+        # only when the resource moved since the watch began
+        write = asyncio.create_task(_write_during(http, ns, "before-bookmark"))
         events = await read_watch(http, cm_path(ns), {"resourceVersion": listed["metadata"]["resourceVersion"],
                                                        "timeoutSeconds": "4", "allowWatchBookmarks": "true"})
+        await write
+        assert [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"] == ["before-bookmark"]
         bookmark_rv = [e for e in events if e["type"] == "BOOKMARK"][-1]["object"]["metadata"]["resourceVersion"]
         await call(http, "POST", cm_path(ns), body=configmap("after-bookmark"))
         resumed = await read_watch(http, cm_path(ns), {"resourceVersion": bookmark_rv, "timeoutSeconds": "2"},
