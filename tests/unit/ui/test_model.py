@@ -155,3 +155,19 @@ def test_invalid_windows_are_reported_not_ignored() -> None:
     view = model.windows_view(obj, fleet=[], fleet_error=error, now=datetime(2026, 1, 1, tzinfo=UTC))
     assert len(view.errors) == 2 and view.state is None
     assert model.parse_fleet_windows(None, source="x") == ([], "")
+
+
+def test_the_fleet_line_leaves_out_the_approval_record() -> None:
+    from kustomize_controller.ui.model import fleet_row
+
+    ks = {"metadata": {"name": "web", "namespace": "apps",
+                       "annotations": {"kustomize.toolkit.fluxcd.io/approval": "manual"}},
+          "spec": {"sourceRef": {"kind": "GitRepository", "name": "src"}},
+          "status": {"conditions": [
+              {"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+               "message": "Applied revision: r1"},
+              {"type": "Approved", "status": "False", "reason": "ApprovalRequired",
+               "message": "Approval required for revision r2: plan 0123456789ab (1 configured) "
+                          "[approval key=0123456789abcdef plan=ba9876543210 used]"}]}}
+    row = fleet_row(ks)
+    assert row.message == "Approval required for revision r2: plan 0123456789ab (1 configured)"
