@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import os
 import re
 import shutil
@@ -167,7 +168,8 @@ def extract_tarball(
     made = {dest}  # directories known to exist: a mkdir is a syscall (~0.1 ms on a VM's disk) per file
     too_much = f"failed to extract archive: extracted size exceeds the limit of {max_bytes} bytes"
     try:
-        with _SafeTarFile.open(archive, mode="r|gz") as tar:
+        # gzip's own reader, not tarfile's "r|gz": that one raises TypeError on a truncated gzip header
+        with gzip.open(archive, "rb") as gz, _SafeTarFile.open(fileobj=gz, mode="r|") as tar:
             assert isinstance(tar, _SafeTarFile)
             for member in tar:
                 entries += 1

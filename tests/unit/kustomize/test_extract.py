@@ -142,7 +142,11 @@ def test_entry_count_limit(dirs: tuple[Path, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    "content", [b"not a gzip at all", gzip.compress(b"not a tar" * 100, mtime=0)], ids=["not-gzip", "gzip-not-tar"]
+    "content",
+    [b"not a gzip at all", gzip.compress(b"not a tar" * 100, mtime=0),
+     b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\x03",  # found by fuzzing: FEXTRA flag, header cut (TypeError)
+     gzip.compress(bytes(10240), mtime=0)[:-12]],
+    ids=["not-gzip", "gzip-not-tar", "truncated-gzip-header", "truncated-gzip"],
 )
 def test_corrupt_archives_are_errors(dirs: tuple[Path, Path], content: bytes) -> None:
     tmp, dest = dirs
