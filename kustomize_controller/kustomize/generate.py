@@ -111,7 +111,10 @@ def _read_confined(root: Path, path: Path) -> bytes:
     _, inside = resolve_inside(root, path)
     if not inside:
         raise ConfinementError(f"'{relative_to_root(root, path)}' resolves outside the artifact root")
-    return path.read_bytes()
+    try:
+        return path.read_bytes()
+    except OSError as err:  # a dangling or looping link: the message must not show the temp directory
+        raise GenerateError(f"failed to read {relative_to_root(root, path)}: {err.strerror or err}") from err
 
 
 def _validate_objects(data: bytes, rel: str) -> None:

@@ -292,3 +292,13 @@ def test_symlinked_manifest_outside_root_is_refused_during_scan(tmp_path: Path) 
     with pytest.raises(ConfinementError) as err:
         generate(root, root, Overlay())
     assert "super-secret-token" not in str(err.value)
+
+
+@pytest.mark.parametrize("target", ["missing.yaml", "loop.yaml"], ids=["dangling", "loop"])
+def test_an_unreadable_manifest_is_a_generate_error_without_the_temp_path(tmp_path: Path, target: str) -> None:
+    # found by fuzzing: a dangling (or looping) link named *.yaml raised FileNotFoundError out of the scan
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml") if target == "loop.yaml" else None
+    (tmp_path / "a.yaml").symlink_to(target)
+    with pytest.raises(GenerateError, match=r"failed to read a\.yaml: ") as err:
+        generate(tmp_path, tmp_path, Overlay())
+    assert str(tmp_path) not in str(err.value)
