@@ -121,7 +121,7 @@ def parse_window(item: Any, *, source: str, fleet: bool = False) -> SyncWindow:
     zone_name = str(item.get("timeZone") or "UTC").strip()
     try:
         zone = ZoneInfo(zone_name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "America" is a directory of the database
         raise InvalidSyncWindowError(f"sync window {where}: unknown time zone {zone_name!r}") from None
     try:
         CronSim(schedule, datetime(2000, 1, 1, tzinfo=zone))

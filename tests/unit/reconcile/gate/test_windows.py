@@ -56,6 +56,12 @@ def test_yaml_and_json_lists_parse_the_same() -> None:
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "soon"}, "invalid duration"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "Mars/Olympus"},
          "unknown time zone 'Mars/Olympus'"),
+        # found by fuzzing: a directory of the zone database (IsADirectoryError) or a name too long for the
+        # file system (ENAMETOOLONG) raised OSError out of the parser
+        ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "America"},
+         "unknown time zone 'America'"),
+        ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "Europe/" + "x" * 300},
+         "unknown time zone 'Europe/xxx"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "manualSync": "yes"}, "manualSync"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "namespaces": ["x"]}, "unknown field"),
     ],
