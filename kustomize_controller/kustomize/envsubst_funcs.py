@@ -210,7 +210,8 @@ def _tokens(pattern: str) -> list[_Token] | None:
                         chunk = chunk[1:]
                         if not chunk:
                             raise _BadPattern
-                    out.append(("", ((chunk[0], chunk[0]),)) if chunk[0] in "*?" else chunk[0])
+                    # an escaped "*" or "?" is a literal: a one-character class, not the wildcard token
+                    out.append((False, ((chunk[0], chunk[0]),)) if chunk[0] in "*?" else chunk[0])
                     chunk = chunk[1:]
     except _BadPattern:
         return None
