@@ -26,6 +26,8 @@ from kustomize_controller.apply.errors import InvalidCELExpressionError
 from kustomize_controller.apply.kstatus import Status
 from tests.fuzz.harness import Target, text
 
+compile_bool_expression("true", variables=())  # loads the CEL library now, not within the first input's time
+
 _DEFAULT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "generation": 2},
             "status": {"observedGeneration": 2, "conditions": [{"type": "Ready", "status": "True"}]}}
 

@@ -219,8 +219,18 @@ def opens_at(windows: Sequence[SyncWindow], now: datetime) -> datetime | None:
     moment = _utc(now)
     limit = moment + HORIZON
     for _ in range(_MAX_STEPS):
-        if _state_at(windows, moment)[0]:
+        allowed, _, blocking = _state_at(windows, moment)
+        if allowed:
             return moment
+        # nothing is allowed before every active deny window has ended (each stays active until its end):
+        # one step past all of them, not one per firing of the other windows in between (found by fuzzing)
+        deny_ends = [started + w.duration for w in blocking if w.kind is WindowKind.DENY
+                     if (started := last_start(w, moment)) is not None]
+        if deny_ends:
+            moment = max(deny_ends)
+            if moment > limit:
+                return None
+            continue
         # the state only changes where a window starts or ends
         candidates: list[datetime] = []
         for window in windows:

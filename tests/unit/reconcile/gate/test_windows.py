@@ -197,6 +197,16 @@ def test_opening_steps_over_overlapping_denies_and_waits_for_an_allow() -> None:
     assert opens_at([first, second, allow], at(2026, 6, 1, 10, 30)) == at(2026, 6, 1, 15)
 
 
+def test_opening_jumps_over_a_long_deny_instead_of_stepping_through_frequent_allows() -> None:
+    # found by fuzzing: every firing of the allow window was one step (0.5 s for a 10-day freeze); a
+    # 30-day freeze with a per-minute allow window took more than the 2000 steps, so "not within a year"
+    freeze = window("deny", "0 0 1 6 *", "720h")  # June 1st 00:00, 30 days
+    every_minute = window("allow", "* * * * *", "30s")
+    assert opens_at([freeze, every_minute], at(2026, 6, 1, 10)) == at(2026, 7, 1, 0)
+    state = evaluate([freeze, every_minute], at(2026, 6, 1, 10))
+    assert not state.allowed and state.opens_at == at(2026, 7, 1, 0)
+
+
 def test_manual_sync_rules() -> None:
     deny_manual = window("deny", "0 0 * * *", "24h", manual=True)
     deny_strict = window("deny", "0 0 * * *", "24h")
