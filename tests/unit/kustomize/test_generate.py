@@ -302,3 +302,12 @@ def test_an_unreadable_manifest_is_a_generate_error_without_the_temp_path(tmp_pa
     with pytest.raises(GenerateError, match=r"failed to read a\.yaml: ") as err:
         generate(tmp_path, tmp_path, Overlay())
     assert str(tmp_path) not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["a.yaml", "kustomization.yaml", "sub"])
+def test_a_link_to_a_name_too_long_is_a_generate_error(tmp_path: Path, name: str) -> None:
+    # found by fuzzing: stat() of such a link raised OSError (ENAMETOOLONG) out of the scan
+    (tmp_path / name).symlink_to("/" + "x" * 300)  # one component longer than NAME_MAX
+    with pytest.raises(GenerateError, match=rf"failed to read {name}: File name too long") as err:
+        generate(tmp_path, tmp_path, Overlay())
+    assert str(tmp_path) not in str(err.value)
