@@ -6,8 +6,9 @@ Contract:
   ``Kustomization`` that is a file is loaded; if it lists no ``resources``, ``buildMetadata`` is
   forced to ``[originAnnotations]`` (upstream's guard against kustomize's "kustomization.yaml is
   empty" error — it does add origin annotations to the output).
-- Without one, the directory is scanned recursively in lexical order: a subdirectory holding a
-  kustomization file becomes a resource and is not descended; every ``.yaml``/``.yml`` file must
+- Without one, the directory is scanned recursively in lexical order (links to directories are not
+  followed, as upstream's ``filepath.Walk``): a subdirectory holding a kustomization file becomes a
+  resource and is not descended; every ``.yaml``/``.yml`` file must
   decode as Kubernetes objects ("failed to decode Kubernetes YAML from <file>: ..."), listed as
   ``./rel/path``; nothing found → ``namespace: _placeholder``.
 - Overlays, in upstream order: ``targetNamespace`` → ``namespace``, ``namePrefix``,
@@ -159,7 +160,8 @@ def scan_manifests(root: Path, directory: Path) -> list[str]:
         for entry in entries:
             path = current / entry
             with _reading(root, path):
-                is_dir = path.is_dir()
+                # a link is not descended, as filepath.Walk upstream (two links to "." were 2**40 paths)
+                is_dir = path.is_dir() and not path.is_symlink()
             if is_dir:
                 _, inside = resolve_inside(root, path)
                 if not inside:
