@@ -102,6 +102,22 @@ def _get_esc(chunk: str) -> tuple[str, str]:
     return r, rest
 
 
+def _read_class(chunk: str) -> tuple[bool, tuple[tuple[str, str], ...], str]:
+    """A character class after its ``[``: (negated, its ranges, the rest of the chunk). Raises _BadPattern."""
+    negated = bool(chunk) and chunk[0] == "^"
+    if negated:
+        chunk = chunk[1:]
+    ranges: list[tuple[str, str]] = []
+    while True:
+        if chunk and chunk[0] == "]" and ranges:
+            return negated, tuple(ranges), chunk[1:]
+        lo, chunk = _get_esc(chunk)
+        hi = lo
+        if chunk[0] == "-":
+            hi, chunk = _get_esc(chunk[1:])
+        ranges.append((lo, hi))
+
+
 def _match_chunk(chunk: str, s: str) -> str | None:
     """Match ``chunk`` at the start of ``s``; the unmatched rest, or None. Raises _BadPattern."""
     while chunk:
@@ -110,24 +126,8 @@ def _match_chunk(chunk: str, s: str) -> str | None:
         c = chunk[0]
         if c == "[":
             r, s = s[0], s[1:]
-            chunk = chunk[1:]
-            negated = bool(chunk) and chunk[0] == "^"
-            if negated:
-                chunk = chunk[1:]
-            matched = False
-            n = 0
-            while True:
-                if chunk and chunk[0] == "]" and n > 0:
-                    chunk = chunk[1:]
-                    break
-                lo, chunk = _get_esc(chunk)
-                hi = lo
-                if chunk[0] == "-":
-                    hi, chunk = _get_esc(chunk[1:])
-                if lo <= r <= hi:
-                    matched = True
-                n += 1
-            if matched == negated:
+            negated, ranges, chunk = _read_class(chunk[1:])
+            if any(lo <= r <= hi for lo, hi in ranges) == negated:
                 return None
         elif c == "?":
             s = s[1:]
@@ -187,21 +187,8 @@ def _tokens(pattern: str) -> list[_Token] | None:
             while chunk:
                 c = chunk[0]
                 if c == "[":
-                    chunk = chunk[1:]
-                    negated = bool(chunk) and chunk[0] == "^"
-                    if negated:
-                        chunk = chunk[1:]
-                    ranges: list[tuple[str, str]] = []
-                    while True:
-                        if chunk and chunk[0] == "]" and ranges:
-                            chunk = chunk[1:]
-                            break
-                        lo, chunk = _get_esc(chunk)
-                        hi = lo
-                        if chunk[0] == "-":
-                            hi, chunk = _get_esc(chunk[1:])
-                        ranges.append((lo, hi))
-                    out.append((negated, tuple(ranges)))
+                    negated, ranges, chunk = _read_class(chunk[1:])
+                    out.append((negated, ranges))
                 elif c == "?":
                     out.append("?")
                     chunk = chunk[1:]
