@@ -179,8 +179,7 @@ def extract_tarball(
                     )
                 rel = _safe_name(member.name)
                 if member.size > max_bytes:
-                    raise ExtractError(f"failed to extract archive: entry '{_shown(member.name)}' of {member.size} "
-                                       f"bytes exceeds the limit of {max_bytes} bytes")
+                    raise ExtractError(f"{too_much} (entry '{_shown(member.name)}' declares {member.size} bytes)")
                 if tar.consumed > max_bytes:
                     raise ExtractError(too_much)
                 if member.issym() or member.islnk():

@@ -17,6 +17,7 @@ raises.
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import io
 import os
@@ -34,6 +35,7 @@ from tests.fuzz.harness import Target, text
 MAX_BYTES = 1 << 20
 MAX_ENTRIES = 1000
 _BASE = Path(tempfile.mkdtemp(prefix="fuzz-extract-"))
+atexit.register(shutil.rmtree, _BASE, ignore_errors=True)
 
 
 def _check_tree(dest: Path) -> None:

@@ -14,6 +14,7 @@ kustomization it returns.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from kustomize_controller.kustomize.generate import Overlay, render_kustomizatio
 from tests.fuzz.harness import Target, text
 
 _BASE = Path(tempfile.mkdtemp(prefix="fuzz-generate-"))
+atexit.register(shutil.rmtree, _BASE, ignore_errors=True)
 
 
 def _inside(name: str) -> bool:

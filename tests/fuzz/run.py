@@ -10,7 +10,9 @@ libFuzzer sees the package's branches, and those of the modules the target names
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import atheris
@@ -37,6 +39,13 @@ def main() -> None:
     args = parser.parse_args(argv)
 
     import tests.fuzz.harness as harness
+
+    # libFuzzer ends the process without running atexit handlers: the targets' temp directories go under
+    # the work directory, emptied at each start, rather than into /tmp for good
+    scratch = args.workdir / "tmp" / args.target
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    tempfile.tempdir = str(scratch)
 
     extra = harness.INSTRUMENT.get(args.target, ())
     before = set(sys.modules)

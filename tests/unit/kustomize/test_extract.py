@@ -284,7 +284,7 @@ def test_a_huge_declared_size_is_refused_without_reading(dirs: tuple[Path, Path]
     # an unknown type's data is skipped by reading it: 2**70 bytes promised by a 100-byte archive was a hang
     tmp, dest = dirs
     archive = raw_tar(tmp / "a.tgz", [(entry("big", kind, size=1 << 70), b"")])
-    with pytest.raises(ExtractError, match=r"entry 'big' of 1180591620717411303424 bytes exceeds the limit"):
+    with pytest.raises(ExtractError, match=r"exceeds the limit of \d+ bytes \(entry 'big' declares 1180591620717"):
         extract_tarball(archive, dest)
 
 
