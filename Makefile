@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test test-real faults run bench e2e lint typecheck imports unit venv builder crd image clean
+.PHONY: test test-real faults fuzz run bench e2e lint typecheck imports unit venv builder crd image clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -20,6 +20,15 @@ test: venv builder
 # Fault injection with every crash point, dropped event and lag (make test samples them): docs/testing.md.
 faults: venv builder
 	FAULTS_EXHAUSTIVE=1 $(BIN)/pytest tests/integration/faults -n 3 --dist loadfile $(ARGS)
+
+# Coverage-guided fuzzing of every tenant-reachable parser with atheris (never part of make test, which
+# runs each target's short seeded run): FUZZ_SECONDS per target, ARGS=<target ...> to pick some, a 1 s
+# per-input hang limit and an RSS bound. Findings go to .fuzz/crashes/<target>/ (git-ignored): docs/testing.md.
+FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 1024
+fuzz: venv
+	@$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -c constraints.txt atheris
+	nice -n 10 $(BIN)/python -m tests.fuzz --seconds $(FUZZ_SECONDS) --timeout 1 --rss-limit-mb $(FUZZ_RSS_MB) $(ARGS)
 
 # The controller's main job. With a reachable cluster in KUBECONFIG it runs the controller against it
 # (ARGS are controller flags); otherwise it starts the embedded API server, publishes examples/ as a

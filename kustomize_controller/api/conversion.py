@@ -25,6 +25,8 @@ Contract:
     ``v1 → old → v1`` returns the v1 object. Each record is used only while it still matches the
     object: an edit through v1 that removes a converted patch makes the old view list plain ``patches``.
 
+- An object with a field of a type its version's schema does not allow is refused with
+  ``ConversionRefused`` (``<Kind/ns/name>: not a valid Kustomization: ...``), never another error.
 - What v1 cannot represent at all is refused with ``ConversionRefused``, whose message starts with
   ``Kustomization/<namespace>/<name>: <field path>:`` and names the v1 replacement: a
   ``serviceAccount`` of another namespace (cross-namespace impersonation was removed upstream as a
@@ -76,6 +78,16 @@ class ConversionRefused(ValueError):
 
 def convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
     """``obj`` (any served version) as ``api_version`` (``kustomize.toolkit.fluxcd.io/<version>``)."""
+    try:
+        return _convert(obj, api_version)
+    except ConversionRefused:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
+        # a field of a type its version's schema does not allow (an object stored before a schema change)
+        raise ConversionRefused(f"{_ref(obj)}: not a valid {KIND}: {type(err).__name__}: {err}") from err
+
+
+def _convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
     group, _, version = api_version.rpartition("/")
     if group != GROUP or version not in SERVED_VERSIONS:
         raise ConversionRefused(f"{_ref(obj)}: unsupported version {api_version!r}")

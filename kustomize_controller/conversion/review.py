@@ -9,15 +9,19 @@ Contract (as kube-apiserver expects it):
   object's message (``Kustomization/<ns>/<name>: <field>: ...``); the API server fails the request with
   it, so nothing is stored half converted.
 - A body that is not a ConversionReview v1 raises ``BadReview`` (the server answers 400).
+- ``answer(raw)`` is the whole HTTP exchange of ``POST /convert``: it never raises; 400 with
+  ``bad ConversionReview: ...`` for a body that is not valid JSON, not a ConversionReview v1, or nested
+  too deep to decode or convert; else 200 with the response as JSON (never ``NaN``, which Go refuses).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from kustomize_controller.api.conversion import ConversionRefused, convert
 
-__all__ = ["REVIEW_API_VERSION", "BadReview", "review"]
+__all__ = ["REVIEW_API_VERSION", "BadReview", "answer", "review"]
 
 REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 
@@ -45,6 +49,16 @@ def review(body: Any) -> dict[str, Any]:
         response["convertedObjects"] = converted
         response["result"] = {"status": "Success"}
     return {"apiVersion": REVIEW_API_VERSION, "kind": "ConversionReview", "response": response}
+
+
+def answer(raw: bytes) -> tuple[int, str]:
+    """The status and body (JSON at 200, text at 400) that ``POST /convert`` with body ``raw`` gets."""
+    try:
+        return 200, json.dumps(review(json.loads(raw)), allow_nan=False)
+    except (ValueError, BadReview) as err:  # malformed JSON (UnicodeDecodeError, NaN) too
+        return 400, f"bad ConversionReview: {err}"
+    except RecursionError:
+        return 400, "bad ConversionReview: nested too deeply"
 
 
 def _object(obj: Any) -> dict[str, Any]:

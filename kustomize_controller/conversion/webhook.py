@@ -43,7 +43,7 @@ from aiohttp import web
 
 from kustomize_controller.api.crdgen import CONVERSION_PATH, CONVERSION_SERVICE
 from kustomize_controller.conversion.crd import default_url, ensure_crd, get_crd, service_hosts, service_reference
-from kustomize_controller.conversion.review import BadReview, review
+from kustomize_controller.conversion.review import answer
 from kustomize_controller.conversion.secret import ensure_certificate
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
@@ -184,15 +184,13 @@ class ConversionWebhook:
         self._loaded = cert + key
 
     async def _handle(self, request: web.Request) -> web.Response:
-        try:
-            body: Any = json.loads(await request.read())
-            response = review(body)
-        except (ValueError, BadReview) as err:
-            return web.Response(status=400, text=f"bad ConversionReview: {err}")
-        result = response["response"]["result"]
+        status, body = answer(await request.read())
+        if status != 200:
+            return web.Response(status=status, text=body)
+        result = json.loads(body)["response"]["result"]
         if result["status"] != "Success":
             _log.info("conversion refused", message=result.get("message"))
-        return web.json_response(response)
+        return web.Response(status=status, text=body, content_type="application/json")
 
 
 def _host_of(url: str) -> str:

@@ -102,6 +102,22 @@ def _get_esc(chunk: str) -> tuple[str, str]:
     return r, rest
 
 
+def _read_class(chunk: str) -> tuple[bool, tuple[tuple[str, str], ...], str]:
+    """A character class after its ``[``: (negated, its ranges, the rest of the chunk). Raises _BadPattern."""
+    negated = bool(chunk) and chunk[0] == "^"
+    if negated:
+        chunk = chunk[1:]
+    ranges: list[tuple[str, str]] = []
+    while True:
+        if chunk and chunk[0] == "]" and ranges:
+            return negated, tuple(ranges), chunk[1:]
+        lo, chunk = _get_esc(chunk)
+        hi = lo
+        if chunk[0] == "-":
+            hi, chunk = _get_esc(chunk[1:])
+        ranges.append((lo, hi))
+
+
 def _match_chunk(chunk: str, s: str) -> str | None:
     """Match ``chunk`` at the start of ``s``; the unmatched rest, or None. Raises _BadPattern."""
     while chunk:
@@ -110,24 +126,8 @@ def _match_chunk(chunk: str, s: str) -> str | None:
         c = chunk[0]
         if c == "[":
             r, s = s[0], s[1:]
-            chunk = chunk[1:]
-            negated = bool(chunk) and chunk[0] == "^"
-            if negated:
-                chunk = chunk[1:]
-            matched = False
-            n = 0
-            while True:
-                if chunk and chunk[0] == "]" and n > 0:
-                    chunk = chunk[1:]
-                    break
-                lo, chunk = _get_esc(chunk)
-                hi = lo
-                if chunk[0] == "-":
-                    hi, chunk = _get_esc(chunk[1:])
-                if lo <= r <= hi:
-                    matched = True
-                n += 1
-            if matched == negated:
+            negated, ranges, chunk = _read_class(chunk[1:])
+            if any(lo <= r <= hi for lo, hi in ranges) == negated:
                 return None
         elif c == "?":
             s = s[1:]
@@ -145,7 +145,9 @@ def _match_chunk(chunk: str, s: str) -> str | None:
 
 
 def _glob_match(pattern: str, name: str) -> bool:
-    """Upstream's path.Match variant: a trailing ``*`` matches everything, ``/`` included."""
+    """Upstream's path.Match variant: a trailing ``*`` matches everything, ``/`` included. The trims use
+    the equivalent one-pass ``_matching_prefixes``; this, upstream's algorithm, is the reference a
+    property test holds it to."""
     while pattern:
         star, chunk, pattern = _scan_chunk(pattern)
         if star and not chunk:
@@ -169,25 +171,98 @@ def _glob_match(pattern: str, name: str) -> bool:
     return not name
 
 
-def _trim_shortest(s: str, pattern: str) -> str:
-    shortest = ""
+_STAR = "*"
+_Token = str | tuple[bool, tuple[tuple[str, str], ...]]  # "*", "?", a literal character, or a class
+
+
+def _tokens(pattern: str) -> list[_Token] | None:
+    """The pattern as ``_glob_match`` reads it (chunks split by ``_scan_chunk``, each read as ``_match_chunk``
+    does), or None when some part is malformed (``_glob_match`` would raise ``_BadPattern`` on reaching it)."""
+    out: list[_Token] = []
     try:
-        for i in range(len(s)):
-            if _glob_match(pattern, s[: len(s) - i]):
-                shortest = s[: len(s) - i]
+        while pattern:
+            star, chunk, pattern = _scan_chunk(pattern)
+            if star:
+                out.append(_STAR)
+            while chunk:
+                c = chunk[0]
+                if c == "[":
+                    negated, ranges, chunk = _read_class(chunk[1:])
+                    out.append((negated, ranges))
+                elif c == "?":
+                    out.append("?")
+                    chunk = chunk[1:]
+                else:
+                    if c == "\\":
+                        chunk = chunk[1:]
+                        if not chunk:
+                            raise _BadPattern
+                    # an escaped "*" or "?" is a literal: a one-character class, not the wildcard token
+                    out.append((False, ((chunk[0], chunk[0]),)) if chunk[0] in "*?" else chunk[0])
+                    chunk = chunk[1:]
     except _BadPattern:
-        return s
-    return s[len(shortest) :] if shortest else s
+        return None
+    return out
+
+
+def _token_matches(token: _Token, c: str) -> bool:
+    if isinstance(token, str):
+        return token == "?" or token == c
+    negated, ranges = token
+    return any(lo <= c <= hi for lo, hi in ranges) != bool(negated)
+
+
+def _matching_prefixes(s: str, pattern: str) -> list[int]:
+    """The lengths ``k >= 1`` of the prefixes ``s[:k]`` that ``pattern`` matches, in one pass over ``s``
+    (the set of pattern positions reached, as a glob NFA).
+
+    This is what upstream's loop asks ``_glob_match`` prefix by prefix (its chunk-by-chunk search is exact
+    for globs), in O(len(s) * len(pattern)) instead of O(len(s)² * len(pattern)): a trim of a long variable
+    with a long pattern took seconds per object (found by fuzzing). A malformed pattern matches nothing:
+    ``_glob_match`` can only succeed after reading every chunk whole, and it raises on reaching the bad
+    part, which leaves the value unchanged just the same."""
+    tokens = _tokens(pattern)
+    if tokens is None:
+        return []
+    end = len(tokens)
+
+    def closure(states: set[int]) -> set[int]:
+        out = set(states)
+        for i in states:
+            j = i
+            while j < end and tokens[j] == _STAR:
+                j += 1
+                out.add(j)
+        return out
+
+    states = closure({0})
+    found: list[int] = []
+    for k, c in enumerate(s, start=1):
+        step: set[int] = set()
+        for i in states:
+            if i == end:
+                continue
+            token = tokens[i]
+            if token == _STAR:
+                step.add(i)
+            elif _token_matches(token, c):
+                step.add(i + 1)
+        states = closure(step)
+        if not states:
+            break
+        if end in states:
+            found.append(k)
+    return found
+
+
+def _trim_shortest(s: str, pattern: str) -> str:
+    prefixes = _matching_prefixes(s, pattern)
+    return s[prefixes[0] :] if prefixes else s
 
 
 def _trim_longest(s: str, pattern: str) -> str:
-    try:
-        for i in range(len(s)):
-            if _glob_match(pattern, s[: len(s) - i]):
-                return s[len(s) - i :]
-    except _BadPattern:
-        return s
-    return s
+    prefixes = _matching_prefixes(s, pattern)
+    return s[prefixes[-1] :] if prefixes else s
 
 
 def apply_operator(name: str, v: str, args: list[str]) -> str:

@@ -84,6 +84,14 @@ class Digest:
         return cls(algorithm, hexpart)
 
 
+def retry_after_seconds(value: str | None) -> float | None:
+    """The delay of a ``Retry-After`` header in seconds, or None: only the delta-seconds form (ASCII digits;
+    ``str.isdigit`` alone also takes ``²``, which ``float`` refuses) counts, an HTTP date is ignored."""
+    if value and value.isascii() and value.isdigit():
+        return float(value)
+    return None
+
+
 class ArtifactFetcher:
     """Downloads artifacts over a caller-owned aiohttp session (one per controller)."""
 
@@ -110,8 +118,9 @@ class ArtifactFetcher:
         self._env = env
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after and retry_after.isdigit():
-            return min(max(float(retry_after), self._min_wait), self._max_wait)
+        seconds = retry_after_seconds(retry_after)
+        if seconds is not None:
+            return min(max(seconds, self._min_wait), self._max_wait)
         return float(min(self._min_wait * (2.0**attempt), self._max_wait))
 
     async def fetch(self, url: str, digest: str, dest: Path) -> int:

@@ -6,8 +6,9 @@ Contract:
   ``Kustomization`` that is a file is loaded; if it lists no ``resources``, ``buildMetadata`` is
   forced to ``[originAnnotations]`` (upstream's guard against kustomize's "kustomization.yaml is
   empty" error — it does add origin annotations to the output).
-- Without one, the directory is scanned recursively in lexical order: a subdirectory holding a
-  kustomization file becomes a resource and is not descended; every ``.yaml``/``.yml`` file must
+- Without one, the directory is scanned recursively in lexical order (links to directories are not
+  followed, as upstream's ``filepath.Walk``): a subdirectory holding a kustomization file becomes a
+  resource and is not descended; every ``.yaml``/``.yml`` file must
   decode as Kubernetes objects ("failed to decode Kubernetes YAML from <file>: ..."), listed as
   ``./rel/path``; nothing found → ``namespace: _placeholder``.
 - Overlays, in upstream order: ``targetNamespace`` → ``namespace``, ``namePrefix``,
@@ -34,9 +35,10 @@ kept and reported by kustomize) and its case-insensitive field matching.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,7 +113,8 @@ def _read_confined(root: Path, path: Path) -> bytes:
     _, inside = resolve_inside(root, path)
     if not inside:
         raise ConfinementError(f"'{relative_to_root(root, path)}' resolves outside the artifact root")
-    return path.read_bytes()
+    with _reading(root, path):  # a dangling or looping link
+        return path.read_bytes()
 
 
 def _validate_objects(data: bytes, rel: str) -> None:
@@ -136,20 +139,38 @@ def _validate_objects(data: bytes, rel: str) -> None:
             raise GenerateError(f"failed to decode Kubernetes YAML from {rel}: missing metadata.name in object")
 
 
+@contextlib.contextmanager
+def _reading(root: Path, path: Path) -> Iterator[None]:
+    """OSError from looking at ``path`` (a link to a name too long for the file system, say) as a
+    GenerateError naming it relative to the root: the temp directory is no business of the user's."""
+    try:
+        yield
+    except OSError as err:
+        failed = Path(os.fsdecode(err.filename)) if isinstance(err.filename, (str, bytes)) else path
+        raise GenerateError(f"failed to read {relative_to_root(root, failed)}: {err.strerror or err}") from err
+
+
 def scan_manifests(root: Path, directory: Path) -> list[str]:
     """Resources for a generated kustomization: ``./rel`` paths in lexical walk order."""
     found: list[str] = []
 
     def walk(current: Path) -> None:
-        for entry in sorted(os.listdir(current)):
+        with _reading(root, current):
+            entries = sorted(os.listdir(current))
+        for entry in entries:
             path = current / entry
-            if path.is_dir():
+            with _reading(root, path):
+                # a link is not descended, as filepath.Walk upstream (two links to "." were 2**40 paths)
+                is_dir = path.is_dir() and not path.is_symlink()
+            if is_dir:
                 _, inside = resolve_inside(root, path)
                 if not inside:
                     raise ConfinementError(
                         f"'{relative_to_root(root, path)}' resolves outside the artifact root"
                     )
-                if find_kustomization_file(path) is not None:
+                with _reading(root, path):
+                    has_kustomization = find_kustomization_file(path) is not None
+                if has_kustomization:
                     found.append("./" + path.relative_to(directory).as_posix())
                     continue
                 walk(path)
@@ -225,7 +246,8 @@ def render_kustomization(root: Path, directory: Path, overlay: Overlay) -> tuple
 
     Reads only; the build cache runs it on the shared (never written) artifact tree.
     """
-    kfile = find_kustomization_file(directory)
+    with _reading(root, directory):
+        kfile = find_kustomization_file(directory)
     if kfile is not None:
         raw = _read_confined(root, kfile)
         try:

@@ -130,10 +130,9 @@ def object_label(obj: Mapping[str, Any]) -> str:
 
 
 def is_substitution_disabled(obj: Mapping[str, Any]) -> bool:
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    return labels.get(SUBSTITUTE_KEY) == DISABLED or annotations.get(SUBSTITUTE_KEY) == DISABLED
+    meta = obj.get("metadata")
+    maps = [meta.get(key) for key in ("labels", "annotations")] if isinstance(meta, Mapping) else []
+    return any(isinstance(m, Mapping) and m.get(SUBSTITUTE_KEY) == DISABLED for m in maps)
 
 
 async def load_variables(post_build: PostBuild, source: VarSource | None) -> dict[str, str]:

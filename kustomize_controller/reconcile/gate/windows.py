@@ -121,7 +121,7 @@ def parse_window(item: Any, *, source: str, fleet: bool = False) -> SyncWindow:
     zone_name = str(item.get("timeZone") or "UTC").strip()
     try:
         zone = ZoneInfo(zone_name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "America" is a directory of the database
         raise InvalidSyncWindowError(f"sync window {where}: unknown time zone {zone_name!r}") from None
     try:
         CronSim(schedule, datetime(2000, 1, 1, tzinfo=zone))
@@ -219,8 +219,18 @@ def opens_at(windows: Sequence[SyncWindow], now: datetime) -> datetime | None:
     moment = _utc(now)
     limit = moment + HORIZON
     for _ in range(_MAX_STEPS):
-        if _state_at(windows, moment)[0]:
+        allowed, _, blocking = _state_at(windows, moment)
+        if allowed:
             return moment
+        # nothing is allowed before every active deny window has ended (each stays active until its end):
+        # one step past all of them, not one per firing of the other windows in between (found by fuzzing)
+        deny_ends = [started + w.duration for w in blocking if w.kind is WindowKind.DENY
+                     if (started := last_start(w, moment)) is not None]
+        if deny_ends:
+            moment = max(deny_ends)
+            if moment > limit:
+                return None
+            continue
         # the state only changes where a window starts or ends
         candidates: list[datetime] = []
         for window in windows:

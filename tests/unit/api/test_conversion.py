@@ -176,6 +176,31 @@ def test_cross_namespace_service_account_is_refused_naming_field_and_replacement
     assert "kube-system/admin" in message and "spec.serviceAccountName" in message
 
 
+@pytest.mark.parametrize(
+    ("version", "spec", "metadata"),
+    [
+        ("v1beta2", {"patchesStrategicMerge": True}, None),
+        ("v1beta2", {"patchesJson6902": [{"patch": 1, "target": "x"}]}, None),
+        ("v1beta1", {"serviceAccount": "admin"}, None),
+        ("v1alpha1", {"healthChecks": "all"}, None),
+        ("v1beta2", {}, {"name": "app", "namespace": "apps", "annotations": "x"}),
+    ],
+    ids=["bool-patches", "patch-types", "sa-string", "health-string", "annotations-string"],
+)
+def test_fields_of_the_wrong_type_are_refused_naming_the_object(
+    version: str, spec: dict[str, Any], metadata: dict[str, Any] | None
+) -> None:
+    # found by fuzzing: TypeError/AttributeError escaped convert (the webhook answered 500)
+    obj = _obj(version, {**BASE, **spec})
+    if metadata is not None:
+        obj["metadata"] = metadata
+    for target in ("v1", "v1beta1"):
+        try:
+            convert(obj, f"kustomize.toolkit.fluxcd.io/{target}")
+        except ConversionRefused as err:
+            assert str(err).startswith("Kustomization/apps/app: "), str(err)
+
+
 def test_a_strategic_merge_patch_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(ConversionRefused, match=r"^Kustomization/apps/app: spec.patchesStrategicMerge\[1\]: "):
         to_hub(_obj("v1beta2", {**BASE, "patchesStrategicMerge": [STRATEGIC, 42]}))

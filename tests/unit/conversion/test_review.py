@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from kustomize_controller.conversion.crd import (
     service_hosts,
     service_reference,
 )
-from kustomize_controller.conversion.review import BadReview, review
+from kustomize_controller.conversion.review import BadReview, answer, review
 
 GROUP = "kustomize.toolkit.fluxcd.io"
 
@@ -147,3 +148,23 @@ def test_claimed_means_our_apply_entry_covers_the_conversion_as_it_is() -> None:
     assert not claimed(crd, with_ca_bundle=False)
     crd["metadata"]["managedFields"] = [{**entry, "operation": "Update"}]  # a merge patch owns what it changed
     assert not claimed(crd, with_ca_bundle=False)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000, b"{" + b'"a":{' * 50_000, b"not json", b"\xff\xfe", b'{"kind": NaN}', b"[]"],
+    ids=["deep-list", "deep-object", "text", "not-utf8", "nan", "list"],
+)
+def test_answer_is_400_for_what_is_not_a_conversion_review(raw: bytes) -> None:
+    # found by fuzzing: deep nesting raised RecursionError out of the handler (a 500 and a traceback)
+    status, body = answer(raw)
+    assert status == 400 and body.startswith("bad ConversionReview: ")
+
+
+def test_answer_is_json_without_nan() -> None:
+    obj = _ks("v1beta2")
+    obj["spec"]["x"] = float("nan")
+    status, body = answer(json.dumps(_request([obj])).encode())
+    assert status == 400 and "bad ConversionReview" in body
+    status, body = answer(json.dumps(_request([_ks("v1beta2")])).encode())
+    assert status == 200 and json.loads(body)["response"]["result"] == {"status": "Success"}

@@ -305,3 +305,36 @@ def test_default_joins_arguments() -> None:
         "Hola Mundo-Bonjour le monde-Halló heimur"
     )
     assert apply_operator(":-", "Hello World", ["Hola Mundo"]) == "Hello World"
+
+
+def _reference_trims(s: str, pattern: str) -> tuple[str, str]:
+    """Upstream's trims: ``path.Match`` on every prefix, longest first (``#`` keeps the last match)."""
+    from kustomize_controller.kustomize.envsubst_funcs import _BadPattern, _glob_match
+
+    matches = []
+    try:
+        matches = [k for k in range(len(s), 0, -1) if _glob_match(pattern, s[:k])]
+    except _BadPattern:
+        matches = []
+    return (s[matches[-1]:] if matches else s), (s[matches[0]:] if matches else s)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text("ab/-]^[\\", max_size=10), st.text("ab*?/[]^-\\", max_size=8))
+def test_one_pass_trims_agree_with_upstreams_prefix_loop(s: str, pattern: str) -> None:
+    shortest, longest = _reference_trims(s, pattern)
+    assert apply_operator("#", s, [pattern]) == shortest
+    assert apply_operator("##", s, [pattern]) == longest
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("op", "pattern", "expected"),
+    [("#", "*/", "a/" * 9_999 + "end"), ("##", "*/", "end"), ("%", "/*", "a/" * 9_999 + "a"), ("%%", "/*", "a")],
+)
+def test_trimming_a_long_value_with_a_long_pattern_is_linear(op: str, pattern: str, expected: str) -> None:
+    # found by fuzzing: every prefix was matched again (O(n² · m)); a 20 KB value took minutes
+    value = "a/" * 10_000 + "end"
+    never = "*[ab]?" * 20 + "*x*"  # matches no prefix: the worst case of the prefix loop
+    assert apply_operator(op, value, [never]) == value
+    assert apply_operator(op, value, [pattern]) == expected

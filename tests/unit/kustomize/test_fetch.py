@@ -21,7 +21,13 @@ from kustomize_controller.kustomize.errors import (
     DownloadError,
     KustomizeError,
 )
-from kustomize_controller.kustomize.fetch import ArtifactFetcher, Digest, host_override_from_env, override_host
+from kustomize_controller.kustomize.fetch import (
+    ArtifactFetcher,
+    Digest,
+    host_override_from_env,
+    override_host,
+    retry_after_seconds,
+)
 from kustomize_controller.runtime.clock import FakeClock
 from tests.loopback import serve
 
@@ -175,6 +181,15 @@ async def test_retry_after_is_honoured(server: Server, session: aiohttp.ClientSe
     assert clock.sleeps == [7.0, 30.0]
 
 
+async def test_a_retry_after_of_non_ascii_digits_is_ignored(server: Server, session: aiohttp.ClientSession,
+                                                             tmp_path: Path) -> None:
+    # found by fuzzing: "²".isdigit() is true and float("²") raised a ValueError out of fetch
+    server.plan = [status(503, {"Retry-After": "²"})]
+    clock = RecordingClock()
+    await drive(clock, fetcher(session, clock).fetch(f"{server.url}/a", SHA256, tmp_path / "a"))
+    assert clock.sleeps == [5.0]
+
+
 @pytest.mark.parametrize(("code", "text"), [(400, "400 Bad Request"), (403, "403 Forbidden"),
                                             (501, "501 Not Implemented")])
 async def test_other_codes_fail_without_retry(server: Server, session: aiohttp.ClientSession, tmp_path: Path,
@@ -235,3 +250,12 @@ def test_error_tree_reasons() -> None:
     assert issubclass(ArtifactNotFoundError, KustomizeError)
     assert ArtifactNotFoundError("u").reason == DownloadError("x").reason == "ArtifactFailed"
 
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("7", 7.0), ("0", 0.0), ("²", None), ("٣", None), ("1.5", None), ("", None), (None, None),
+                           ("Wed, 21 Oct 2015 07:28:00 GMT", None)],
+)
+def test_retry_after_takes_ascii_delta_seconds_only(value: str | None, seconds: float | None) -> None:
+    # found by fuzzing: str.isdigit() is true for "²", which float() refuses (a ValueError out of fetch)
+    assert retry_after_seconds(value) == seconds

@@ -292,3 +292,36 @@ def test_symlinked_manifest_outside_root_is_refused_during_scan(tmp_path: Path) 
     with pytest.raises(ConfinementError) as err:
         generate(root, root, Overlay())
     assert "super-secret-token" not in str(err.value)
+
+
+@pytest.mark.parametrize("target", ["missing.yaml", "loop.yaml"], ids=["dangling", "loop"])
+def test_an_unreadable_manifest_is_a_generate_error_without_the_temp_path(tmp_path: Path, target: str) -> None:
+    # found by fuzzing: a dangling (or looping) link named *.yaml raised FileNotFoundError out of the scan
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml") if target == "loop.yaml" else None
+    (tmp_path / "a.yaml").symlink_to(target)
+    with pytest.raises(GenerateError, match=r"failed to read a\.yaml: ") as err:
+        generate(tmp_path, tmp_path, Overlay())
+    assert str(tmp_path) not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["a.yaml", "kustomization.yaml", "sub"])
+def test_a_link_to_a_name_too_long_is_a_generate_error(tmp_path: Path, name: str) -> None:
+    # found by fuzzing: stat() of such a link raised OSError (ENAMETOOLONG) out of the scan
+    (tmp_path / name).symlink_to("/" + "x" * 300)  # one component longer than NAME_MAX
+    with pytest.raises(GenerateError, match=rf"failed to read {name}: File name too long") as err:
+        generate(tmp_path, tmp_path, Overlay())
+    assert str(tmp_path) not in str(err.value)
+
+
+@pytest.mark.timeout(30)
+def test_links_to_directories_are_not_descended(tmp_path: Path) -> None:
+    # found by fuzzing: two links to "." made the scan walk 2**40 paths (a hang); upstream's filepath.Walk
+    # does not follow links (extraction drops them anyway: this is the scan's own guard)
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n")
+    (tmp_path / "dir").symlink_to(".")
+    (tmp_path / "dhr").symlink_to(".")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n")
+    generate(tmp_path, tmp_path, Overlay())
+    assert yaml.safe_load((tmp_path / "kustomization.yaml").read_text())["resources"] == ["./cm.yaml",
+                                                                                         "./real/cm.yaml"]

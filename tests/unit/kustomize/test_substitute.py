@@ -102,6 +102,14 @@ async def test_disabled_label_or_annotation_skips(where: str) -> None:
     assert await Substituter(PostBuild(substitute={"A": "x"}), None).apply(CM_TEXT, obj) is None
 
 
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+async def test_labels_or_annotations_that_are_not_maps_do_not_disable(where: str) -> None:
+    # found by fuzzing: a string there raised AttributeError out of is_substitution_disabled
+    obj = cm_obj()
+    obj["metadata"][where] = "kustomize.toolkit.fluxcd.io/substitute: disabled"
+    assert await Substituter(PostBuild(substitute={"A": "x"}), None).apply(CM_TEXT, obj) is not None
+
+
 async def test_disable_value_is_exact_lowercase() -> None:
     obj = cm_obj(annotations={"kustomize.toolkit.fluxcd.io/substitute": "Disabled"})
     assert await Substituter(PostBuild(substitute={"A": "x"}), None).apply(CM_TEXT, obj) is not None

@@ -56,6 +56,12 @@ def test_yaml_and_json_lists_parse_the_same() -> None:
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "soon"}, "invalid duration"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "Mars/Olympus"},
          "unknown time zone 'Mars/Olympus'"),
+        # found by fuzzing: a directory of the zone database (IsADirectoryError) or a name too long for the
+        # file system (ENAMETOOLONG) raised OSError out of the parser
+        ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "America"},
+         "unknown time zone 'America'"),
+        ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "timeZone": "Europe/" + "x" * 300},
+         "unknown time zone 'Europe/xxx"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "manualSync": "yes"}, "manualSync"),
         ({"kind": "deny", "schedule": "0 1 * * *", "duration": "1h", "namespaces": ["x"]}, "unknown field"),
     ],
@@ -189,6 +195,16 @@ def test_opening_steps_over_overlapping_denies_and_waits_for_an_allow() -> None:
     allow = window("allow", "0 15 * * *", "1h")
     assert opens_at([first, second], at(2026, 6, 1, 10, 30)) == at(2026, 6, 1, 14)
     assert opens_at([first, second, allow], at(2026, 6, 1, 10, 30)) == at(2026, 6, 1, 15)
+
+
+def test_opening_jumps_over_a_long_deny_instead_of_stepping_through_frequent_allows() -> None:
+    # found by fuzzing: every firing of the allow window was one step (0.5 s for a 10-day freeze); a
+    # 30-day freeze with a per-minute allow window took more than the 2000 steps, so "not within a year"
+    freeze = window("deny", "0 0 1 6 *", "720h")  # June 1st 00:00, 30 days
+    every_minute = window("allow", "* * * * *", "30s")
+    assert opens_at([freeze, every_minute], at(2026, 6, 1, 10)) == at(2026, 7, 1, 0)
+    state = evaluate([freeze, every_minute], at(2026, 6, 1, 10))
+    assert not state.allowed and state.opens_at == at(2026, 7, 1, 0)
 
 
 def test_manual_sync_rules() -> None:
