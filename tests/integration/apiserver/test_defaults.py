@@ -35,6 +35,20 @@ def _path(ns: str, plural: str, name: str = "", *, group: str = "apps/v1") -> st
     return f"{base}/{name}" if name else base
 
 
+async def _settled(http: Any, path: str, *, within: float = 30.0) -> dict[str, Any]:
+    """The object once a real cluster's own controllers have done writing it (the Deployment controller
+    writes a new Deployment's status once or twice): two reads half a second apart with one resourceVersion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    _, last = await call(http, "GET", path)
+    while True:
+        await asyncio.sleep(0.5)
+        _, now = await call(http, "GET", path)
+        if now["metadata"]["resourceVersion"] == last["metadata"]["resourceVersion"] or loop.time() > deadline:
+            return dict(now)
+        last = now
+
+
 def _service(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
             "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80}], **spec}}
@@ -306,7 +320,9 @@ async def test_requests_are_checked_for_init_containers_updates_dry_runs_and_ext
                                        "requests": {"cpu": "1000m", "memory": "1024Mi"}})
         status, created = await call(http, "POST", _path(ns, "deployments"), body=body)
         assert status == 201, created
-        update = copy.deepcopy(created)
+        # on a real cluster the Deployment controller writes the status meanwhile: the update is made on the
+        # settled object, so that what refuses it is the validation, not the resourceVersion
+        update = copy.deepcopy(await _settled(http, _path(ns, "deployments", "lim")))
         update["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1025Mi"
         status, refused = await call(http, "PUT", _path(ns, "deployments", "lim"), body=update)
         assert status == 422, refused
@@ -360,6 +376,7 @@ async def test_defaults_are_owned_by_an_update_but_not_by_an_applier(cluster) ->
         status, live = await call(http, "PATCH", _path(ns, "deployments", "owned"), body=manifest,
                                   content_type=APPLY, params=params)
         assert status == 201, live
+        live = await _settled(http, _path(ns, "deployments", "owned"))  # a real cluster writes the status
         status, again = await call(http, "PATCH", _path(ns, "deployments", "owned"), body=manifest,
                                    content_type=APPLY, params={**params, "dryRun": "All"})
         assert status == 200, again
