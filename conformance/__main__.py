@@ -1,0 +1,53 @@
+"""``python -m conformance``: run the corpus under both controllers and compare (``conformance/README.md``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from . import report
+from .corpus import CASES
+from .run import cluster, install_upstream_crds, run_corpus, why_skipped, write_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--json", type=Path, default=None, help="write the full records and verdicts here")
+    parser.add_argument("--logs", type=Path, default=None, help="keep the controllers' logs in this directory")
+    parser.add_argument("--write-docs", type=Path, default=None, help="rewrite the table in this Markdown file")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for case in CASES:
+            print(f"{case.name:32} {case.profile:9} {case.title}")
+        return 0
+    why = why_skipped()
+    if why:
+        print(f"skipped: differential run: {why}", file=sys.stderr)
+        return 0
+    wanted = {c for c in args.cases.split(",") if c}
+    unknown = wanted - {c.name for c in CASES}
+    if unknown:
+        print(f"unknown cases: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    cases = [c for c in CASES if not wanted or c.name in wanted]
+    with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
+        logs = args.logs or Path(tmp)
+        logs.mkdir(parents=True, exist_ok=True)
+        with cluster(logs) as kubeconfig:
+            install_upstream_crds(kubeconfig[0])
+            result = asyncio.run(run_corpus(cases, kubeconfig=kubeconfig[0], logs=logs))
+    if args.json:
+        write_json(result, args.json)
+    print(report.summary(result))
+    if args.write_docs:
+        report.write_docs(result, args.write_docs, complete=not wanted)
+    return 1 if result.unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The metric series both controllers export, compared by name and label names (values never)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import aiohttp
+
+from . import compare
+
+_HTTP = aiohttp.ClientTimeout(total=15)
+
+
+async def scrape(url: str) -> str:
+    async with aiohttp.ClientSession(timeout=_HTTP) as http, http.get(url) as resp:
+        text = await resp.text()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {url}: {resp.status}")
+        return text
+
+
+def families(samples: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, list[str]]:
+    """Sample name -> the sorted, distinct label-name sets it is exported with (``le`` included)."""
+    found: dict[str, set[str]] = {}
+    for name, labels in samples:
+        found.setdefault(name, set()).add(",".join(sorted(labels)))
+    return {name: sorted(sets) for name, sets in sorted(found.items())}
+
+
+def compare_pages(pages: Mapping[str, Mapping[str, Any]], known: Iterable[compare.Known]) -> dict[str, compare.Cell]:
+    """Per profile: every sample name and its label names, upstream's page against ours."""
+    entries = list(known)
+    cells = {}
+    for profile, sides in pages.items():
+        upstream = families(sides["upstream"])
+        ours = families(sides["ours"])
+        cells[profile] = compare.compare_aspect("controller", "controller-metrics", upstream, ours, entries)
+    return cells

@@ -1,0 +1,83 @@
+"""The verdicts as a table: on the terminal, and in docs/conformance.md between two markers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .compare import ASPECT_TITLES, ASPECTS, Cell
+from .known import KNOWN
+from .run import RunResult
+
+BEGIN = "<!-- differential:begin (written by `python -m conformance --write-docs`) -->"
+END = "<!-- differential:end -->"
+_KNOWN = {k.id: k for k in KNOWN}
+
+
+def cell_text(cell: Cell) -> str:
+    if cell.state == "same":
+        return "="
+    if cell.state == "n/a":
+        return "—"
+    if cell.state == "explained":
+        return "≠ " + " ".join(cell.explained_by)
+    return "✗ " + " ".join(cell.explained_by)
+
+
+def summary(result: RunResult) -> str:
+    lines = []
+    width = max(len(c.case.name) for c in result.cases) if result.cases else 10
+    lines.append(f"{'case':{width}}  " + " ".join(f"{a[:10]:10}" for a in ASPECTS))
+    for res in result.cases:
+        cells = " ".join(f"{cell_text(res.cells[a])[:10]:10}" for a in ASPECTS)
+        flag = "  ERROR" if any(r.error for r in res.records.values()) else ""
+        lines.append(f"{res.case.name:{width}}  {cells}{flag}")
+    for profile, cell in result.controller_metrics.items():
+        lines.append(f"controller metrics ({profile}): {cell_text(cell)}")
+    for res in result.cases:
+        for side, rec in res.records.items():
+            if rec.error:
+                lines.append(f"\n{res.case.name} [{side}] error: {rec.error}")
+            for wait in rec.waits:
+                lines.append(f"\n{res.case.name} [{side}] wait: {wait}")
+        for aspect, cell in res.cells.items():
+            if cell.state == "unexplained":
+                after = cell.explained_by or "nothing"
+                lines.append(f"\n--- {res.case.name}: {aspect} (after {after}) ---\n{cell.diff}")
+    for profile, cell in result.controller_metrics.items():
+        if cell.state == "unexplained":
+            lines.append(f"\n--- controller metrics ({profile}) ---\n{cell.diff}")
+    used = sorted({k for res in result.cases for c in res.cells.values() for k in c.explained_by}
+                  | {k for c in result.controller_metrics.values() for k in c.explained_by})
+    lines.append("")
+    for key in used:
+        entry = _KNOWN[key]
+        lines.append(f"{key}: {'deliberate' if entry.deliberate else 'fixed'} — {entry.title}")
+    total = len(result.cases) * len(ASPECTS)
+    same = sum(1 for res in result.cases for c in res.cells.values() if c.state == "same")
+    explained = sum(1 for res in result.cases for c in res.cells.values() if c.state == "explained")
+    lines.append(f"\n{len(result.cases)} cases × {len(ASPECTS)} aspects = {total} cells: {same} same, "
+                 f"{explained} different and explained, {result.unexplained} unexplained; "
+                 f"{result.seconds:.0f}s (run {result.run_id})")
+    return "\n".join(lines)
+
+
+def table(result: RunResult) -> str:
+    head = "| case | covers | " + " | ".join(ASPECT_TITLES[a] for a in ASPECTS) + " |"
+    rule = "| --- | --- | " + " | ".join("---" for _ in ASPECTS) + " |"
+    rows = [head, rule]
+    for res in result.cases:
+        cells = " | ".join(cell_text(res.cells[a]) for a in ASPECTS)
+        rows.append(f"| `{res.case.name}` | {res.case.title} | {cells} |")
+    return "\n".join(rows)
+
+
+def write_docs(result: RunResult, path: Path, *, complete: bool) -> None:
+    text = path.read_text()
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{path}: no {BEGIN} … {END} markers")
+    body = table(result)
+    if not complete:
+        body += "\n\n(partial run: only the cases above)"
+    path.write_text(pattern.sub(lambda _: f"{BEGIN}\n{body}\n{END}", text))
