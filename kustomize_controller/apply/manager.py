@@ -142,7 +142,8 @@ def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
         if not ref.namespace:
             return f"{ref} namespace not specified: {msg}"
         return f"{ref} not found: {msg}"
-    reason = err.reason if isinstance(err, ApiError) else ""
+    # client-go's ReasonForError: the Status's own reason (a 500 Status may carry none: no parentheses)
+    reason = err.status_reason if isinstance(err, ApiError) else ""
     if isinstance(err, ApiError) and any(c.get("reason") == "FieldManagerConflict" for c in err.causes):
         reason = "FieldManagerConflict"
     return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"

@@ -26,6 +26,7 @@ from kustomize_controller.kube.errors import (
     InvalidError,
     NotFoundError,
     TransportError,
+    api_error_from_status,
 )
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
@@ -299,6 +300,22 @@ def test_is_immutable_error() -> None:
 )
 def test_dry_run_error_message(err: Exception, ref: ObjRef, expected: str) -> None:
     assert dry_run_error_message(ref, err) == expected
+
+
+def test_dry_run_error_reason_is_the_status_reason_even_when_empty() -> None:
+    # kube-apiserver answers a typed-patch failure with a 500 Status that has no reason: client-go's
+    # ReasonForError gives "" and upstream writes no parentheses (found by the differential run)
+    message = ("failed to create typed patch object (ns/settings; /v1, Kind=ConfigMap): .data.count: expected "
+               "string, got &value.valueUnstructured{Value:3}\n")
+    err = api_error_from_status(500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+                                      "message": message})
+    assert err.reason == "InternalError"  # still classified by its code
+    assert dry_run_error_message(ObjRef("", "ConfigMap", "ns", "settings"), err) == (
+        f"ConfigMap/ns/settings dry-run failed: {message}")
+    # an answer that is no Status gets the reason its code implies, as client-go's generic response error
+    plain = api_error_from_status(500, b"upstream connect error")
+    assert dry_run_error_message(ObjRef("", "ConfigMap", "ns", "settings"), plain) == (
+        "ConfigMap/ns/settings dry-run failed (InternalError): upstream connect error")
 
 
 def test_strip_invalid_ca_bundle() -> None:
