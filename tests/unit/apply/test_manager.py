@@ -22,6 +22,7 @@ from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.errors import (
     ConflictError,
+    ForbiddenError,
     InternalServerError,
     InvalidError,
     NotFoundError,
@@ -109,6 +110,22 @@ async def test_a_failed_write_whose_answer_may_be_lost_names_its_object(error: E
     assert str(info.value.change_set) == "ConfigMap/default/a created"
     assert [str(e) for e in info.value.maybe_stored()] == ["ConfigMap/default/b configured"]
     assert info.value.maybe_stored()[0].version == "v1"
+
+
+async def test_a_refused_read_leaves_the_decision_to_the_dry_run() -> None:
+    # upstream's ApplyAll ignores the GET's error: an impersonated tenant refused both reads and writes is
+    # told what the dry-run (its patch) was refused, not the GET (found by the differential run)
+    client = FakeClient()
+    client.faults[("get", "a", False)] = ForbiddenError('configmaps "a" is forbidden: cannot get', status=403)
+    client.faults[("apply", "a", True)] = ForbiddenError('configmaps "a" is forbidden: cannot patch', status=403)
+    with pytest.raises(DryRunError) as info:
+        await manager(client).apply_all_staged([cm("a")], ApplyOptions())
+    assert str(info.value) == (
+        'ConfigMap/default/a dry-run failed (Forbidden): configmaps "a" is forbidden: cannot patch')
+    # one allowed to patch but not to read applies
+    client.faults.pop(("apply", "a", True))
+    cs = await manager(client).apply_all_staged([cm("a")], ApplyOptions())
+    assert str(cs) == "ConfigMap/default/a created"
 
 
 async def test_skip_rules() -> None:
