@@ -185,5 +185,21 @@ async def test_ready_expr_replaces_builtin_check_unless_additive() -> None:
 
 async def test_ready_expr_compile_error_is_terminal() -> None:
     k = ks(depends_on=[{"name": "infra", "readyExpr": "bad("}])
-    with pytest.raises(DependencyTerminalError, match="failed to evaluate dependency infra: Syntax error"):
+    with pytest.raises(DependencyTerminalError) as err:
         await check(k, {"apps/infra": ready_dep("infra")}, compiler=compiler_for(True, []))
+    # controller-runtime's TerminalError prefixes its text (upstream's condition message carries it)
+    assert str(err.value) == "terminal error: failed to evaluate dependency infra: Syntax error: missing )"
+
+
+async def test_ready_expr_evaluation_error_is_the_message() -> None:
+    # upstream returns the evaluation error itself: DependencyNotReady with its text, polled again
+    def failing(expression: str) -> BoolProgram:
+        def run(variables: Mapping[str, Any]) -> bool:
+            raise ValueError(f"failed to evaluate the CEL expression '{expression}': no such key: tier")
+        return run
+
+    k = ks(depends_on=[{"name": "infra", "readyExpr": "dep.metadata.labels['tier'] == 'x'"}])
+    with pytest.raises(DependencyNotReadyError) as err:
+        await check(k, {"apps/infra": ready_dep("infra")}, compiler=failing)
+    assert str(err.value) == (
+        "failed to evaluate the CEL expression 'dep.metadata.labels['tier'] == 'x'': no such key: tier")
