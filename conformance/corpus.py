@@ -1126,3 +1126,54 @@ async def missing_source_retry(s: Side) -> None:
     await s.publish({"cm.yaml": dump(configmap("one", s.ns))}, source="later", step=1)
     await s.settle("app", until=applied(s.revision(1)))
     await s.checkpoint("recovered")
+
+
+@case("built-in-kinds", "a dozen built-in kinds written minimally, one with a field its schema lacks",
+      covers=("typed normalisation",))
+async def built_in_kinds(s: Side) -> None:
+    ns = s.ns
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("db", ns),
+           "spec": {"replicas": 0, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db"}},
+                                 "spec": {"containers": [{"name": "db", "image": "db:1"}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta("agent", ns),
+              "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                       "template": {"metadata": {"labels": {"app": "agent"}},
+                                    "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}}}}
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta("nightly", ns),
+            "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure", "containers": [{"name": "run", "image": "job:1"}]}}}}}}
+    plain_service = {"apiVersion": "v1", "kind": "Service", "metadata": meta("plain", ns),
+                     "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta("claim", ns),
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta("deny", ns),
+              "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+    ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta("web", ns),
+               "spec": {"rules": [{"host": "web.example.com", "http": {"paths": [
+                   {"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "plain", "port": {"number": 80}}}}]}}]}}
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": meta("web", ns),
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "minReplicas": 1, "maxReplicas": 3}}
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta("web", ns),
+           "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("quota", ns),
+             "spec": {"hard": {"pods": "10"}}}
+    limits = {"apiVersion": "v1", "kind": "LimitRange", "metadata": meta("limits", ns),
+              "spec": {"limits": [{"type": "Container", "default": {"cpu": "500m"}}]}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("runner", ns)}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta("view", ns),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": ns}]}
+    priority = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": s.unique("high")}, "value": 1000}
+    stray = deployment("stray", ns)
+    stray["spec"]["replica"] = 2  # a typo: not in the schema
+    await s.publish({"all.yaml": dump(sts, daemon, cron, plain_service, claim, policy, ingress, hpa, pdb, quota,
+                                      limits, account, binding, priority, stray)}, step=1)
+    await s.kustomization("app")
+    await s.settle("app", until=attempted(s.revision(1)))
+    await s.checkpoint("applied")

@@ -21,10 +21,15 @@ async def scrape(url: str) -> str:
 
 
 def families(samples: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, list[str]]:
-    """Sample name -> the sorted, distinct label-name sets it is exported with (``le`` included)."""
+    """Sample name -> the sorted, distinct label-name sets it is exported with; for a histogram's buckets
+    also its ``le`` values and for a summary its quantiles (``<name>{le}``): they are label values a query
+    names."""
     found: dict[str, set[str]] = {}
     for name, labels in samples:
         found.setdefault(name, set()).add(",".join(sorted(labels)))
+        for bound in ("le", "quantile"):
+            if bound in labels:
+                found.setdefault(f"{name}{{{bound}}}", set()).add(labels[bound])
     return {name: sorted(sets) for name, sets in sorted(found.items())}
 
 

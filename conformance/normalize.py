@@ -33,6 +33,8 @@ class Names:
 
     def add(self, concrete: str, token: str) -> str:
         self.tokens[concrete] = token
+        if ":" in concrete:  # as an RBAC name appears in an inventory id
+            self.tokens[concrete.replace(":", "__")] = token.replace(":", "__")
         return concrete
 
     def text(self, value: str) -> str:

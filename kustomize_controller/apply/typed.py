@@ -37,6 +37,15 @@ from kustomize_controller.apply.objects import Object, api_version
 
 TABLE = "typedschema.json"
 _NOT_IN_CLIENT_GO_SCHEME = ("apiextensions.k8s.io", "apiregistration.k8s.io")
+# int-or-string fields that are values, not pointers, in k8s.io/api v0.36: the round trip writes their zero
+# value (0) when absent — a Service port without targetPort is applied with targetPort: 0, which the server
+# defaults to the port, and upstream owns it. kube-openapi gives int-or-string no default, so the OpenAPI
+# documents cannot tell these from the pointers (RollingUpdateDeployment.maxSurge, PDB minAvailable, …).
+_INT_OR_STRING_VALUES = {
+    ("io.k8s.api.core.v1.ServicePort", "targetPort"),
+    ("io.k8s.api.core.v1.HTTPGetAction", "port"),
+    ("io.k8s.api.core.v1.TCPSocketAction", "port"),
+}
 
 
 @functools.cache
@@ -177,6 +186,9 @@ def table_from_openapi(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> di
             continue
         for name, schema in ((document.get("components") or {}).get("schemas") or {}).items():
             types[name] = _type(schema)
+            for prop in [p for (t, p) in _INT_OR_STRING_VALUES if t == name]:
+                if prop in types[name].get("p", {}):
+                    types[name]["p"][prop]["d"] = 0
             for gvk in schema.get("x-kubernetes-group-version-kind") or []:
                 if (gvk.get("group", ""), gvk.get("version")) == gv:
                     key = f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]

@@ -96,3 +96,14 @@ def test_roles_keep_their_rules_as_upstream() -> None:
     before = copy.deepcopy(role)
     normalize_object(role)
     assert role == before  # upstream skips Role and ClusterRole (fluxcd/kustomize-controller#1041)
+
+
+def test_a_service_port_without_target_port_gets_zero() -> None:
+    # intstr.IntOrString is a value in ServicePort: the round trip writes 0 (the server defaults it to the
+    # port), and upstream owns targetPort; pointer int-or-strings (maxSurge) stay absent
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}
+    normalize_object(svc)
+    assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 0}]
+    obj = deployment(strategy={"rollingUpdate": {}})
+    normalize_typed(obj)
+    assert obj["spec"]["strategy"]["rollingUpdate"] == {}
