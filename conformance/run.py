@@ -187,7 +187,8 @@ async def run_corpus(cases: Sequence[Case], *, kubeconfig: str, logs: Path) -> R
         result.cells = compare.compare_case(result.case.name, result.records[UPSTREAM], result.records["ours"], KNOWN)
     controller_metrics = metrics.compare_pages(pages, KNOWN)
     families = {p: {side: metrics.families(samples) for side, samples in sides.items()} for p, sides in pages.items()}
-    return RunResult(run_id, results, controller_metrics, time.monotonic() - started, profile_seconds, families)
+    return RunResult(run_id, results, controller_metrics, time.monotonic() - started, pages=families,
+                     profiles=profile_seconds)
 
 
 def write_json(result: RunResult, path: Path) -> None:
