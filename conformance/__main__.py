@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import report
 from .corpus import CASES
-from .run import cluster, install_upstream_crds, run_corpus, why_skipped, write_json
+from .run import cluster, install_upstream_crds, run_corpus, run_swap, why_skipped, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=None, help="keep the controllers' logs in this directory")
     parser.add_argument("--write-docs", type=Path, default=None, help="rewrite the table in this Markdown file")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--no-swap", action="store_true", help="run the corpus only")
+    parser.add_argument("--swap-only", action="store_true", help="run the swap only")
     args = parser.parse_args(argv)
     if args.list:
         for case in CASES:
@@ -38,15 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
         logs = args.logs or Path(tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        with cluster(logs) as kubeconfig:
-            install_upstream_crds(kubeconfig[0])
-            result = asyncio.run(run_corpus(cases, kubeconfig=kubeconfig[0], logs=logs))
-    if args.json:
-        write_json(result, args.json)
-    print(report.summary(result))
-    if args.write_docs:
-        report.write_docs(result, args.write_docs, complete=not wanted)
-    return 1 if result.unexplained else 0
+        with cluster(logs) as (kubeconfig, _):
+            install_upstream_crds(kubeconfig)
+            result = None if args.swap_only else asyncio.run(run_corpus(cases, kubeconfig=kubeconfig, logs=logs))
+            swap = None if args.no_swap or wanted else asyncio.run(run_swap(kubeconfig=kubeconfig, logs=logs))
+    failed = False
+    if result is not None:
+        if args.json:
+            write_json(result, args.json)
+        print(report.summary(result))
+        if args.write_docs:
+            report.write_docs(result, args.write_docs, complete=not wanted)
+        failed = bool(result.unexplained)
+    if swap is not None:
+        print(report.swap_summary(swap))
+        failed = failed or bool(swap.failures)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ SOPS = REPO_ROOT.parent / "shared" / "reference" / "testdata" / "sops"
 CASES: list[Case] = []
 
 
-def case(name: str, title: str, *, profile: str = "default", covers: tuple[str, ...] = ()) -> Any:
+def case(name: str, title: str, *, profile: str = "default", covers: tuple[str, ...] = (), timing: bool = False) -> Any:
     def register(fn: CaseFn) -> CaseFn:
-        CASES.append(Case(name=name, title=title, run=fn, profile=profile, covers=covers))
+        CASES.append(Case(name=name, title=title, run=fn, profile=profile, covers=covers, timing=timing))
         return fn
     return register
 
@@ -421,7 +421,7 @@ async def sops_no_decryption(s: Side) -> None:
 
 
 @case("depends-on-ready", "`dependsOn` a Kustomization that becomes ready later; when the dependent runs again",
-      covers=("dependsOn ready", "dependency requeue"))
+      covers=("dependsOn ready", "dependency requeue"), timing=True)
 async def depends_on_ready(s: Side) -> None:
     await s.publish({"base/cm.yaml": dump(configmap("base", s.ns)), "app/cm.yaml": dump(configmap("app", s.ns))},
                     step=1)
@@ -452,7 +452,7 @@ async def _after_a_reconcile(s: Side, name: str) -> bool:
 
 
 @case("depends-on-not-ready", "`dependsOn` a Kustomization that does not exist: polled every --requeue-dependency",
-      covers=("dependsOn not ready",))
+      covers=("dependsOn not ready",), timing=True)
 async def depends_on_not_ready(s: Side) -> None:
     await s.publish({"cm.yaml": dump(configmap("app", s.ns))}, step=1)
     await s.kustomization("app", dependsOn=[{"name": "absent"}])
@@ -933,7 +933,7 @@ async def missing_path(s: Side) -> None:
 
 
 @case("artifact-missing", "a GitRepository without an artifact: polled every --requeue-dependency",
-      covers=("artifact not found",))
+      covers=("artifact not found",), timing=True)
 async def artifact_missing(s: Side) -> None:
     await s.publish({}, step="empty")
     await s.remove_artifact()
@@ -1096,7 +1096,7 @@ async def config_watch(s: Side) -> None:
 
 
 @case("interval", "a successful Kustomization with `interval: 10s`: when it runs again",
-      covers=("interval",))
+      covers=("interval",), timing=True)
 async def interval_case(s: Side) -> None:
     await s.publish({"cm.yaml": dump(configmap("one", s.ns))}, step=1)
     await s.kustomization("app", interval="10s")
@@ -1106,10 +1106,10 @@ async def interval_case(s: Side) -> None:
 
 
 @case("retry-interval", "a failing Kustomization with `retryInterval: 6s` and `interval: 1h`",
-      covers=("retryInterval",))
+      covers=("retryInterval",), timing=True)
 async def retry_interval(s: Side) -> None:
     await s.publish({"cm.yaml": dump(configmap("app", s.ns, {"v": "${unset}"}))}, step=1)
-    await s.kustomization("app", retryInterval="6s")
+    await s.kustomization("app", retryInterval="6s", postBuild={"substitute": {"known": "x"}})
     await s.settle("app", until=attempted(s.revision(1)))
     await s.time_requeues("app", label="after a failure", seconds=16,
                           candidates={"retryInterval": 6, "interval": 3600, "requeue-dependency": 4})
@@ -1117,7 +1117,7 @@ async def retry_interval(s: Side) -> None:
 
 
 @case("missing-source-retry", "the source does not exist, `retryInterval: 6s`: when it is looked for again",
-      covers=("source not found requeue",))
+      covers=("source not found requeue",), timing=True)
 async def missing_source_retry(s: Side) -> None:
     await s.kustomization("app", retryInterval="6s", sourceRef={"kind": "GitRepository", "name": "later"})
     await s.settle("app", until=reason("ArtifactFailed"))

@@ -45,7 +45,8 @@ def _our_gauges(case: str, aspect: str, upstream: Any, ours: Any) -> tuple[Any, 
 _UPSTREAM_ONLY = ("go_", "certwatcher_", "controller_runtime_webhook_", "controller_runtime_conversion_webhook_")
 _OURS_ONLY = ("kustomize_controller_", "controller_detached_reconciles", "python_", "process_")
 _PROCESS_BOTH = ("process_cpu_seconds_total", "process_max_fds", "process_open_fds", "process_resident_memory_bytes",
-                 "process_start_time_seconds", "process_virtual_memory_bytes")
+                 "process_start_time_seconds", "process_virtual_memory_bytes", "process_virtual_memory_max_bytes",
+                 "process_network_receive_bytes_total", "process_network_transmit_bytes_total")
 
 
 def _runtime_families(case: str, aspect: str, upstream: Any, ours: Any) -> tuple[Any, Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from .compare import ASPECT_TITLES, ASPECTS, Cell
 from .known import KNOWN
@@ -81,3 +83,13 @@ def write_docs(result: RunResult, path: Path, *, complete: bool) -> None:
     if not complete:
         body += "\n\n(partial run: only the cases above)"
     path.write_text(pattern.sub(lambda _: f"{BEGIN}\n{body}\n{END}", text))
+
+
+def swap_summary(swap: Any) -> str:
+    lines = ["", "swap:"]
+    lines += [f"  {step}" for step in swap.steps]
+    for key, value in swap.findings.items():
+        lines.append(f"  {key}: {json.dumps(value, indent=1, default=str)}")
+    lines += [f"  FAILED: {failure}" for failure in swap.failures]
+    lines.append(f"  {'passed' if not swap.failures else f'{len(swap.failures)} failures'} in {swap.seconds:.0f}s")
+    return "\n".join(lines)
