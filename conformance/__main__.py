@@ -49,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             write_json(result, args.json)
         print(report.summary(result))
-        if args.write_docs:
-            report.write_docs(result, args.write_docs, complete=not wanted)
         failed = bool(result.unexplained)
     if swap is not None:
         print(report.swap_summary(swap))
         failed = failed or bool(swap.failures)
+    if args.write_docs and result is not None:
+        report.write_docs(result, swap, args.write_docs, complete=not wanted)
     return 1 if failed else 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +71,59 @@ def table(result: RunResult) -> str:
     rows = [head, rule]
     for res in result.cases:
         cells = " | ".join(cell_text(res.cells[a]) for a in ASPECTS)
-        rows.append(f"| `{res.case.name}` | {res.case.title} | {cells} |")
+        profile = f" ({res.case.profile})" if res.case.profile != "default" else ""
+        rows.append(f"| `{res.case.name}`{profile} | {res.case.title} | {cells} |")
     return "\n".join(rows)
 
 
-def write_docs(result: RunResult, path: Path, *, complete: bool) -> None:
+def _used(result: RunResult) -> list[str]:
+    return sorted({k for res in result.cases for c in res.cells.values() for k in c.explained_by}
+                  | {k for c in result.controller_metrics.values() for k in c.explained_by}, key=lambda k: int(k[1:]))
+
+
+def docs_section(result: RunResult, swap: Any | None, *, complete: bool, when: str) -> str:
+    cells = [c for res in result.cases for c in res.cells.values()]
+    same = sum(1 for c in cells if c.state == "same")
+    explained = sum(1 for c in cells if c.state == "explained")
+    empty = sum(1 for c in cells if c.state == "n/a")
+    lines = [
+        f"Last run {when}: {len(result.cases)} cases × {len(ASPECTS)} aspects = {len(cells)} cells: **{same} same, "
+        f"{explained} different and explained, {empty} with nothing to compare, {result.unexplained} unexplained**; "
+        f"corpus {result.seconds:.0f} s" + (f", swap {swap.seconds:.0f} s" if swap is not None else "") + ".",
+        "",
+        "`=` same · `≠ Dn` different, explained by the deliberate difference Dn below · `—` neither controller "
+        "produced anything of that aspect in that case · `✗` unexplained (the run fails).",
+        "",
+        table(result),
+        "",
+        "Controller-wide metric families (names, label names, bucket bounds): "
+        + ", ".join(f"{p}: {cell_text(c)}" for p, c in result.controller_metrics.items()) + ".",
+        "",
+        "Deliberate differences the run shows (`conformance/known.py`; each rewrites both records only in the "
+        "way it explains, so any other difference in the same cell still fails the run):",
+        "",
+    ]
+    for key in _used(result):
+        entry = _KNOWN[key]
+        lines.append(f"- **{key}** — {entry.title} ([{entry.doc.split('#')[0].removeprefix('docs/')}]"
+                     f"({entry.doc.removeprefix('docs/')}))")
+    if swap is not None:
+        lines += ["", "The swap (`conformance/swap.py`):", ""]
+        lines += [f"- {step}" for step in swap.steps]
+        lines += [f"- **FAILED**: {failure}" for failure in swap.failures]
+        lines.append(f"- {'passed both ways' if not swap.failures else 'failed'}")
+    if not complete:
+        lines += ["", "(a partial run: only the cases above)"]
+    return "\n".join(lines)
+
+
+def write_docs(result: RunResult, swap: Any | None, path: Path, *, complete: bool) -> None:
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise SystemExit(f"{path}: no {BEGIN} … {END} markers")
-    body = table(result)
-    if not complete:
-        body += "\n\n(partial run: only the cases above)"
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    body = docs_section(result, swap, complete=complete, when=when)
     path.write_text(pattern.sub(lambda _: f"{BEGIN}\n{body}\n{END}", text))
 
 
