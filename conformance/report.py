@@ -111,6 +111,22 @@ def docs_section(result: RunResult, swap: Any | None, *, complete: bool, when: s
         lines += ["", "The swap (`conformance/swap.py`):", ""]
         lines += [f"- {step}" for step in swap.steps]
         lines += [f"- **FAILED**: {failure}" for failure in swap.failures]
+        digests = swap.findings.get("digests", {})
+        verdicts = sorted({v for per in digests.values() for v in per.values()})
+        lines.append("- after each swap: the same inventories and revisions, no object re-created, pruned or "
+                     "written, the same field managers on the same fields, no Warning event; build digests: "
+                     + (", ".join(verdicts) if verdicts else "not compared"))
+        crd = swap.findings.get("crd", {})
+        if crd:
+            lines.append(f"- the CRD: `storedVersions` {crd.get('storedVersions before the rollback')} with ours', "
+                         f"{crd.get('storedVersions after the rollback')} after upstream's was re-applied (served "
+                         f"then: {crd.get('served after upstream' + chr(39) + 's CRD is re-applied')}); an object "
+                         f"written in `v1beta2` reads in `v1` with its `patchesStrategicMerge` as `spec.patches` "
+                         f"and the annotations {crd.get('v1beta2 object read in v1', {}).get('annotations')}, and "
+                         f"upstream applies it ({crd.get('the v1beta2 patchesStrategicMerge under upstream')}); a "
+                         f"`v1beta2` read then answers {str(crd.get('a v1beta2 read after the rollback'))[:60]!r}; "
+                         f"`spec.conversion` keeps ours' webhook until docs/deploy.md's reset, which is accepted "
+                         f"({crd.get('docs/deploy.md' + chr(39) + 's conversion reset')})")
         lines.append(f"- {'passed both ways' if not swap.failures else 'failed'}")
     if not complete:
         lines += ["", "(a partial run: only the cases above)"]
