@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         logs = args.logs or Path(tmp)
         logs.mkdir(parents=True, exist_ok=True)
         with cluster(logs) as (kubeconfig, _):
-            install_upstream_crds(kubeconfig)
+            asyncio.run(install_upstream_crds(kubeconfig))
             result = None if args.swap_only else asyncio.run(run_corpus(cases, kubeconfig=kubeconfig, logs=logs))
             swap = None if args.no_swap or wanted else asyncio.run(run_swap(kubeconfig=kubeconfig, logs=logs))
     failed = False

@@ -5,19 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import aiohttp
+from e2e.harness import scrape
 
 from . import compare
 
-_HTTP = aiohttp.ClientTimeout(total=15)
-
-
-async def scrape(url: str) -> str:
-    async with aiohttp.ClientSession(timeout=_HTTP) as http, http.get(url) as resp:
-        text = await resp.text()
-        if resp.status != 200:
-            raise RuntimeError(f"GET {url}: {resp.status}")
-        return text
+__all__ = ["compare_pages", "families", "scrape"]
 
 
 def families(samples: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, list[str]]:

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -15,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.harness import kubectl_binary
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.testing.artifacts import ArtifactServer
@@ -71,27 +69,30 @@ def cluster(logs: Path) -> Iterator[tuple[str, ControlPlane | None]]:
         plane.stop()
 
 
-def kubectl(kubeconfig: str, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
-    argv = [kubectl_binary(), "--kubeconfig", kubeconfig, *args]
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[3:])}: exit {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
+async def apply_crd(kube: KubeClient, path: Path, *, manager: str) -> None:
+    """Server-side apply of the CRD in ``path`` (forced, as Flux applies its own), until Established."""
+    import yaml
+
+    crd = yaml.safe_load(await asyncio.to_thread(path.read_text))
+    await kube.apply(crd, field_manager=manager, force=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        live = await kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"])
+        if any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (live.get("status") or {}).get("conditions") or []):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"CustomResourceDefinition/{crd['metadata']['name']} not Established within 60s")
 
 
-def install_upstream_crds(kubeconfig: str) -> None:
+async def install_upstream_crds(kubeconfig: str) -> None:
     """Upstream's Kustomization CRD (v1 only) and the source CRDs, as a Flux install has them."""
-    files = flux_assets.crd_files("kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io")
-    for path in files:
-        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager=flux",
-                "-f", str(path))
-    kubectl(kubeconfig, "wait", "--for=condition=established", "--timeout=60s",
-            *[f"crd/{_crd_name(p)}" for p in files])
-
-
-def _crd_name(path: Path) -> str:
-    group, plural = path.name.removesuffix(".yaml").split("_", 1)
-    return f"{plural}.{group}"
+    kube = KubeClient(config=await load_kubeconfig(kubeconfig))
+    try:
+        for path in flux_assets.crd_files("kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"):
+            await apply_crd(kube, path, manager="flux")
+    finally:
+        await kube.close()
 
 
 @dataclass

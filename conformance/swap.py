@@ -369,15 +369,9 @@ class Swap:
                                    "kustomizations.kustomize.toolkit.fluxcd.io")
 
     async def _apply_crd(self, path: Path, manager: str) -> None:
-        import yaml
+        from .run import apply_crd
 
-        crd = yaml.safe_load(await asyncio.to_thread(path.read_text))
-        await self.kube.apply(crd, field_manager=manager, force=True)
-        for _ in range(60):
-            conditions = (await self._crd()).get("status", {}).get("conditions") or []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return
-            await asyncio.sleep(1)
+        await apply_crd(self.kube, path, manager=manager)
 
     async def crd_question(self) -> None:
         findings = self.result.findings.setdefault("crd", {})
