@@ -117,6 +117,7 @@ def docs_section(result: RunResult, swap: Any | None, *, complete: bool, when: s
                      "written, the same field managers on the same fields, no Warning event; build digests: "
                      + (", ".join(verdicts) if verdicts else "not compared"))
         crd = swap.findings.get("crd", {})
+        old_read = str(crd.get("a v1beta2 read after the rollback")).rsplit(": ", 1)[-1]
         if crd:
             lines.append(f"- the CRD: `storedVersions` {crd.get('storedVersions before the rollback')} with ours', "
                          f"{crd.get('storedVersions after the rollback')} after upstream's was re-applied (served "
@@ -124,7 +125,7 @@ def docs_section(result: RunResult, swap: Any | None, *, complete: bool, when: s
                          f"written in `v1beta2` reads in `v1` with its `patchesStrategicMerge` as `spec.patches` "
                          f"and the annotations {crd.get('v1beta2 object read in v1', {}).get('annotations')}, and "
                          f"upstream applies it ({crd.get('the v1beta2 patchesStrategicMerge under upstream')}); a "
-                         f"`v1beta2` read then answers {str(crd.get('a v1beta2 read after the rollback'))[:60]!r}; "
+                         f"`v1beta2` read then answers \"{old_read}\"; "
                          f"`spec.conversion` keeps ours' webhook until docs/deploy.md's reset, which is accepted "
                          f"({crd.get('docs/deploy.md' + chr(39) + 's conversion reset')})")
         lines.append(f"- {'passed both ways' if not swap.failures else 'failed'}")
