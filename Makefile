@@ -9,7 +9,7 @@ DEPS_HASH := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum 
 STAMP := $(VENV)/.deps-$(DEPS_HASH)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test test-real faults fuzz run bench e2e lint typecheck imports unit venv builder crd image clean
+.PHONY: test test-real faults fuzz run bench e2e differential lint typecheck imports unit venv builder crd image clean
 
 test: venv builder
 	$(BIN)/ruff check .
@@ -59,6 +59,13 @@ e2e: venv builder
 	else \
 		$(BIN)/python -m tests.controlplane run --export E2E_KUBECONFIG -- $(BIN)/pytest e2e $(ARGS); \
 	fi
+
+# The differential conformance run (conformance/README.md, docs/conformance.md): every case of the corpus
+# under upstream's kustomize-controller (FLUX_ASSETS) and under ours on one control plane (KUBE_ASSETS, or
+# CONFORMANCE_KUBECONFIG), compared; then the swap both ways. Skipped with one line without them.
+# ARGS e.g. --cases prune,wait --no-swap --json out.json --write-docs docs/conformance.md
+differential: venv builder
+	$(BIN)/python -m conformance $(ARGS)
 
 venv: $(STAMP)
 

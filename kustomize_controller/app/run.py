@@ -100,6 +100,9 @@ class _CacheReaders:
     async def get_kustomization(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._kustomizations.get(f"{namespace}/{name}")
 
+    def reads_cache(self, kind: str) -> bool:
+        return kind in self._sources and not self._direct
+
     async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         informer = self._sources.get(kind)
         if informer is not None and not self._direct:

@@ -175,6 +175,8 @@ def compile_expression(source: str) -> CelExpression:
         program = _celpy().compile(source)
     except Exception as exc:  # ValueError for parse errors; be defensive about others
         detail = str(exc).replace(f"Failed to parse expression '{source}': ", "")
+        # cel-go's ToDisplayString indents the snippet and the caret line by one space ("\n | ")
+        detail = detail.replace("\n| ", "\n | ")
         raise CelCompileError(f"failed to parse the CEL expression '{source}': {detail}") from exc
     unknown = sorted(name for name in program.functions() if not _is_operator(name) and name not in _KNOWN_FUNCTIONS)
     if unknown:

@@ -8,9 +8,12 @@ most until the wait timeout, after which the next stage reports what is missing)
 (``apply_all``):
 
 Phase A — validation, concurrently (at most ``concurrency`` objects in flight), **reads and dry-runs
-only**: GET the live object; skip rules (exclusion on desired or live, if-not-present when live
-exists) → ``skipped``; server-side dry-run apply (field manager, force); compute the metadata-cleanup
-patch (``takeover``) and the drift (``drift``); plan ``created``/``configured``/``unchanged``.
+only**: GET the live object (an error answer reads as absent, as upstream: the dry-run decides, so a
+tenant that may patch but not read still applies, and one that may do neither gets the dry-run's
+``Forbidden``; only a request that got no answer fails as ``query failed``); skip rules (exclusion on
+desired or live, if-not-present when live exists) → ``skipped``; server-side dry-run apply (field
+manager, force); compute the metadata-cleanup patch (``takeover``) and the drift (``drift``); plan
+``created``/``configured``/``unchanged``.
 A dry-run that fails with an immutable-field error on an existing object, with ``force`` or the
 force selector, is planned as a recreate instead of failing.
 If any object of the stage failed, the stage raises (the first failure in apply order) and **nothing of
@@ -142,7 +145,8 @@ def dry_run_error_message(ref: ObjRef, err: BaseException) -> str:
         if not ref.namespace:
             return f"{ref} namespace not specified: {msg}"
         return f"{ref} not found: {msg}"
-    reason = err.reason if isinstance(err, ApiError) else ""
+    # client-go's ReasonForError: the Status's own reason (a 500 Status may carry none: no parentheses)
+    reason = err.status_reason if isinstance(err, ApiError) else ""
     if isinstance(err, ApiError) and any(c.get("reason") == "FieldManagerConflict" for c in err.causes):
         reason = "FieldManagerConflict"
     return f"{ref} dry-run failed{f' ({reason})' if reason else ''}: {msg}"
@@ -393,7 +397,12 @@ class ResourceManager:
             return None
         except ValueError:
             return None  # a namespaced kind without namespace: the dry-run reports it
+        except ApiError:
+            # any other answer (a tenant allowed to patch but not to read, a 500): read as absent, and the
+            # dry-run decides, as upstream's ApplyAll ignores the GET's error ("dry-run failed (Forbidden)")
+            return None
         except KubeError as exc:
+            # no answer at all: the dry-run would meet the same; one request, and the quick retries
             raise ApplyStepError(f"{ref} query failed: {_error_text(exc)}") from exc
 
     async def _dry_run(self, obj: Object) -> Object:

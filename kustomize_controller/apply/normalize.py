@@ -10,9 +10,13 @@ What is normalised (each one verified against a server dry-run in the integratio
 - ``metadata.creationTimestamp: null`` (kustomize emits it) is removed, and ``status`` is dropped from
   everything but CustomResourceDefinitions (kstatus reads CRD status; applying status is a no-op).
 - Role and ClusterRole are left untouched (upstream fluxcd/kustomize-controller#1041).
+- Every other built-in kind goes through the typed round trip upstream's objects go through
+  (``typed.py``): fields its Go struct lacks are dropped, and absent non-pointer structs and
+  non-``omitempty`` fields are written out (``strategy: {}``, ``resources: {}``), so the field manager
+  owns what upstream's owns.
 
-Not done (and why): no other server defaults are filled in. The drift check compares the *dry-run
-result* with the live object — both come from the server, so defaults appear on both sides.
+Not done (and why): no server defaults are filled in. The drift check compares the *dry-run result*
+with the live object — both come from the server, so defaults appear on both sides.
 
 ``commonMetadata`` and owner labels are stamped with ``stamp_metadata``; they override same keys.
 """
@@ -24,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kustomize_controller.apply.objects import Object, api_version, set_annotations, set_labels
+from kustomize_controller.apply.typed import normalize_typed
 
 _POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("apps", "Deployment"): ("spec", "template", "spec"),
@@ -91,6 +96,7 @@ def normalize_object(obj: Object) -> None:
     group = version.rpartition("/")[0]
     if version == "rbac.authorization.k8s.io/v1" and kind in ("Role", "ClusterRole"):
         return
+    normalize_typed(obj)
     if version == "v1" and kind == "Secret":
         _normalize_secret(obj)
     elif version == "v1" and kind == "Service":

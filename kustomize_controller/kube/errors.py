@@ -49,9 +49,12 @@ class TransportError(KubeError):
 class ApiError(KubeError):
     """A non-2xx answer from the API server.
 
-    Attributes: ``status`` (HTTP code), ``reason`` (Status reason, e.g. ``NotFound``), ``message``
-    (server message), ``details`` (Status details mapping), and the object identity ``kind``,
-    ``namespace``, ``name`` when known (from the request, completed from ``details``).
+    Attributes: ``status`` (HTTP code), ``reason`` (Status reason, e.g. ``NotFound``; the class's when the
+    server gave none), ``status_reason`` (the reason exactly as client-go's ``ReasonForError`` reports it:
+    the Status body's, even empty — a 500 ``Status`` without one says nothing — or, for an answer that
+    was no ``Status``, the one its code implies), ``message`` (server message), ``details`` (Status
+    details mapping), and the object identity ``kind``, ``namespace``, ``name`` when known (from the
+    request, completed from ``details``).
     ``waited_out``: the client already honoured this answer's ``Retry-After`` as often as it retries
     (a caller should not retry it again on top).
     """
@@ -68,9 +71,11 @@ class ApiError(KubeError):
         kind: str | None = None,
         namespace: str | None = None,
         name: str | None = None,
+        status_reason: str | None = None,
     ) -> None:
         self.status = status
         self.reason = reason or self.default_reason
+        self.status_reason = self.reason if status_reason is None else status_reason
         self.message = message
         self.details: Mapping[str, Any] = details or {}
         self.kind = kind
@@ -210,8 +215,9 @@ def api_error_from_status(
     message = ""
     details: Mapping[str, Any] = {}
     code = status
+    status_reason: str | None = None  # no Status body: the class's reason, as client-go derives it from the code
     if isinstance(body, Mapping) and body.get("kind") == "Status":
-        reason = str(body.get("reason") or "")
+        reason = status_reason = str(body.get("reason") or "")
         message = str(body.get("message") or "")
         raw_details = body.get("details")
         if isinstance(raw_details, Mapping):
@@ -233,6 +239,7 @@ def api_error_from_status(
         kind=kind or (str(details["kind"]) if details.get("kind") else None),
         namespace=namespace,
         name=name or (str(details["name"]) if details.get("name") else None),
+        status_reason=status_reason,
     )
 
 

@@ -170,7 +170,9 @@ class ArtifactFetcher:
                 out.write(chunk)
         actual = Digest(expected.algorithm, hasher.hexdigest())
         if actual.hex != expected.hex:
+            # upstream's words (fluxcd/pkg http/fetch), which do not name the computed digest
             raise DigestError(
-                f"failed to verify archive: computed digest '{actual}' doesn't match provided '{expected}'"
+                f"failed to verify archive: computed digest doesn't match provided '{expected}' "
+                "(check whether file size exceeds max download size)"
             )
         return size

@@ -92,13 +92,14 @@ async def check_dependencies(
             try:
                 program = compile_ready_expr(ref.ready_expr)
             except Exception as err:
-                raise DependencyTerminalError(f"failed to evaluate dependency {ref.name}: {err}") from err
+                # upstream wraps it in controller-runtime's TerminalError, whose text says so
+                raise DependencyTerminalError(
+                    f"terminal error: failed to evaluate dependency {ref.name}: {err}") from err
             try:
                 ready = program({"self": dict(ks_obj), "dep": dep_obj})
             except Exception as err:
-                raise DependencyNotReadyError(
-                    f"dependency '{dep_name}' readyExpr evaluation failed: {err}"
-                ) from err
+                # the evaluation error alone, as upstream returns it (DependencyNotReady, polled again)
+                raise DependencyNotReadyError(str(err)) from err
             if not ready:
                 raise DependencyNotReadyError(
                     f"dependency '{dep_name}' is not ready according to readyExpr eval"

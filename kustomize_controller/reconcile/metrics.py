@@ -24,6 +24,7 @@ thread: both hold the collector's lock, and ``collect`` copies before it formats
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections.abc import Callable, Iterator
 
@@ -53,10 +54,35 @@ Key = tuple[str, str]  # (namespace, name)
 _go_float: Callable[[float], str] = prometheus_utils.floatToGoString  # the "le" label: 0.01, +Inf
 
 
+def _go_pow_int(x: float, n: int) -> float:
+    """Go's ``math.Pow(x, n)`` for a whole ``n >= 0``: repeated squaring of ``x``'s mantissa (``Frexp``),
+    which rounds differently from C's ``pow`` in the last bits."""
+    if n == 0:
+        return 1.0
+    if n == 1:
+        return x
+    a1, ae = 1.0, 0
+    x1, xe = math.frexp(x)
+    while n:
+        if n & 1:
+            a1 *= x1
+            ae += xe
+        x1 *= x1
+        xe <<= 1
+        if x1 < 0.5:
+            x1 += x1
+            xe -= 1
+        n >>= 1
+    return math.ldexp(a1, ae)
+
+
 def exponential_buckets_range(minimum: float, maximum: float, count: int) -> list[float]:
-    """Prometheus Go client's ``ExponentialBucketsRange``."""
-    factor = (maximum / minimum) ** (1.0 / (count - 1))
-    return [minimum * factor**i for i in range(count)]
+    """Prometheus Go client's ``ExponentialBucketsRange``, bit for bit: the bounds are ``le`` label values,
+    so a bound one ulp off is another series (``le="2.1660908555907006"`` instead of Go's
+    ``"2.166090855590701"``). The growth factor is ``math.Pow(max/min, 1/(count-1))``; each bound multiplies
+    ``min`` by Go's whole power of it."""
+    factor = math.pow(maximum / minimum, 1.0 / (count - 1))
+    return [minimum * _go_pow_int(factor, i) for i in range(count)]
 
 
 class GotkMetrics:

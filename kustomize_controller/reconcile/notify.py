@@ -130,18 +130,19 @@ class Notifier:
             involved, event_type=event_type, reason=reason, message=message, annotations=metadata
         )
         if self._webhook is not None:
-            self._webhook.submit(
-                {
-                    "involvedObject": involved,
-                    "severity": severity,
-                    "timestamp": format_time(self._clock.now()),
-                    "message": message,
-                    "reason": reason,
-                    "metadata": metadata,
-                    "reportingController": CONTROLLER_NAME,
-                    "reportingInstance": socket.gethostname(),
-                }
-            )
+            event: dict[str, Any] = {
+                "involvedObject": involved,
+                "severity": severity,
+                "timestamp": format_time(self._clock.now()),
+                "message": message,
+                "reason": reason,
+            }
+            if metadata:  # omitempty in eventv1.Event, as upstream sends it
+                event["metadata"] = metadata
+            event["reportingController"] = CONTROLLER_NAME
+            if instance := socket.gethostname():
+                event["reportingInstance"] = instance
+            self._webhook.submit(event)
 
 
 class WebhookSender:

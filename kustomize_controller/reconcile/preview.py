@@ -127,6 +127,9 @@ class _Sources:
     def __init__(self, client: KubeClient) -> None:
         self._client = client
 
+    def reads_cache(self, kind: str) -> bool:
+        return False
+
     async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, object] | None:
         try:
             return await self._client.get(SOURCE_API_VERSION, kind, name, namespace)

@@ -6,7 +6,10 @@ Contract:
   ``AccessDeniedError`` (terminal: Stalled + ``AccessDenied``), as is ``ExternalArtifact`` while its
   feature gate is off. Messages are upstream's.
 - A missing source raises ``SourceNotFoundError`` (the reconciler requeues after ``retryInterval``
-  without an event); any other read failure is ``SourceReadError`` (retried with backoff).
+  without an event); any other read failure is ``SourceReadError`` (retried with backoff). Its message is
+  the NotFound error upstream's reader gives: controller-runtime's cache names the resource by its kind
+  (``GitRepository.source.toolkit.fluxcd.io "x" not found``), the API server by its plural
+  (``gitrepositories.source.toolkit.fluxcd.io …``, with ``DirectSourceFetch``).
 - Reading goes through a ``SourceReader`` so the application decides where reads come from: the
   informer cache of the watched source kinds (the default, no API request per reconcile, as upstream
   reads from its cache) or a direct GET (feature gate ``DirectSourceFetch``).
@@ -31,6 +34,10 @@ _PLURALS = {
 class SourceReader(Protocol):
     async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The source object, or None when it does not exist. Raises on read failures."""
+        ...
+
+    def reads_cache(self, kind: str) -> bool:
+        """Whether sources of ``kind`` come from an informer cache (else from the API server)."""
         ...
 
 
@@ -79,8 +86,9 @@ async def get_source(ks: Kustomization, *, reader: SourceReader, access: SourceA
     except Exception as err:
         raise SourceReadError(f"unable to get source '{namespaced_name}': {err}") from err
     if obj is None:
-        # Upstream's condition message is the API NotFound error text.
-        raise SourceNotFoundError(f'{_PLURALS[ref.kind]}.{SOURCE_GROUP} "{ref.name}" not found')
+        # Upstream's condition message is the NotFound error text of the reader it used.
+        resource = ref.kind if reader.reads_cache(ref.kind) else _PLURALS[ref.kind]
+        raise SourceNotFoundError(f'{resource}.{SOURCE_GROUP} "{ref.name}" not found')
     return parse_source(obj)
 
 

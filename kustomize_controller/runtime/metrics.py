@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterable
+from decimal import Decimal
 from typing import Any
 
 from prometheus_client import (
@@ -50,7 +51,17 @@ RECONCILE_TIME_BUCKETS = (
     1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
     30.0, 40.0, 50.0, 60.0,
 )  # fmt: skip
-WORKQUEUE_BUCKETS = tuple(1e-8 * 10**i for i in range(12))  # ExponentialBuckets(1e-8, 10, 12)
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """Prometheus Go client's ``ExponentialBuckets``: each bound the previous one times ``factor``, so the
+    bounds round as Go's do (``9.999999999999999e-06``, not ``1e-05``): they are ``le`` label values."""
+    bounds = []
+    for _ in range(count):
+        bounds.append(start)
+        start *= factor
+    return tuple(bounds)
+
+
+WORKQUEUE_BUCKETS = exponential_buckets(10e-9, 10, 12)  # client-go's workqueue metrics
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 
 
@@ -59,6 +70,44 @@ _LEGACY_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # OpenMetrics-only samples, which the text format lists as gauges after their family
 _TRAILING_SUFFIXES = ("_gsum", "_gcount")
 _go_float: Callable[[float], str] = prometheus_utils.floatToGoString  # Go's formatting: +Inf, 1e+21
+_BOUND_LABELS = ("le", "quantile")
+
+
+def go_label_float(value: float) -> str:
+    """A bound as Go's client writes it into the ``le``/``quantile`` label (``strconv.FormatFloat(v, 'g',
+    -1, 64)``): the shortest digits that read back as ``value``, in exponent form when the exponent is below
+    -4 or from 6 on (``1``, ``1000``, ``0.005``, ``1e-08``, ``9.999999999999999e-06``). prometheus_client
+    writes ``1.0`` and ``1000.0``: other label values than upstream's, other series to a query."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    _, digit_tuple, exp = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    exponent = int(exp) + len(digits) - 1  # of the first digit
+    sign = "-" if value < 0 else ""
+    if exponent < -4 or exponent >= 6:
+        rest = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{rest}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    whole = digits[:exponent + 1].ljust(exponent + 1, "0")
+    fraction = digits[exponent + 1:]
+    return f"{sign}{whole}{'.' + fraction if fraction else ''}"
+
+
+_bound_labels: dict[str, str] = {}
+
+
+def _bound_label(text: str) -> str:
+    found = _bound_labels.get(text)
+    if found is None:
+        found = go_label_float(float(text))
+        if len(_bound_labels) < 4096:  # bounds are few and fixed; the cache stays small
+            _bound_labels[text] = found
+    return found
 _TYPE_NAMES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
 
 
@@ -87,7 +136,10 @@ class _LineRenderer:
                     if not _LEGACY_LABEL_NAME.fullmatch(key):
                         raise ValueError(f"label name {key!r} of {sample.name} is not a legacy Prometheus name")
                     self._label_names.add(key)
-                parts.append(f'{key}="{_escape_value(labels[key])}"')
+                value = labels[key]
+                if key in _BOUND_LABELS:
+                    value = _bound_label(value)
+                parts.append(f'{key}="{_escape_value(value)}"')
             head = f"{sample.name}{{{','.join(parts)}}}"
         else:
             head = sample.name
@@ -120,6 +172,48 @@ def render_text(families: Iterable[Metric]) -> bytes:
             out.append(f"# HELP {base}{suffix} {doc}\n# TYPE {base}{suffix} gauge\n")
             out.extend(lines)
     return "".join(out).encode("utf-8")
+
+
+class GoProcessExtras:
+    """The three series Go's process collector has and prometheus_client's lacks (client_golang v1.20+):
+    ``process_network_receive_bytes_total``/``process_network_transmit_bytes_total`` (the process's network
+    namespace, every interface, from ``/proc/self/net/dev``) and ``process_virtual_memory_max_bytes`` (the
+    address-space limit; unlimited is the largest uint64, as Go's procfs reads it). Nothing where ``/proc``
+    has no answer."""
+
+    def __init__(self, proc: str = "/proc/self") -> None:
+        self._proc = proc
+
+    def collect(self) -> Iterable[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        received = sent = None
+        try:
+            with open(f"{self._proc}/net/dev", encoding="ascii", errors="replace") as dev:
+                received = sent = 0.0
+                for line in dev.readlines()[2:]:
+                    fields = line.split(":", 1)[-1].split()
+                    if len(fields) >= 9:
+                        received += float(fields[0])
+                        sent += float(fields[8])
+        except (OSError, ValueError):
+            received = sent = None
+        if received is not None and sent is not None:
+            yield CounterMetricFamily("process_network_receive_bytes",
+                                      "Number of bytes received by the process over the network.", value=received)
+            yield CounterMetricFamily("process_network_transmit_bytes",
+                                      "Number of bytes sent by the process over the network.", value=sent)
+        try:
+            with open(f"{self._proc}/limits", encoding="ascii", errors="replace") as limits:
+                for line in limits:
+                    if line.startswith("Max address space"):
+                        soft = line[len("Max address space"):].split()[0]
+                        limit = float(2**64 - 1) if soft == "unlimited" else float(soft)
+                        yield GaugeMetricFamily("process_virtual_memory_max_bytes",
+                                                "Maximum amount of virtual memory available in bytes.", value=limit)
+                        break
+        except (OSError, ValueError):
+            pass
 
 
 class RuntimeMetrics:
@@ -244,6 +338,7 @@ class RuntimeMetrics:
         else:
             self.rest = RestClientMetrics(registry=r)
         ProcessCollector(registry=r)
+        r.register(GoProcessExtras())
         PlatformCollector(registry=r)
 
     def controller(self, name: str, *, max_concurrent: int) -> None:

@@ -13,17 +13,20 @@ Contract (the basic queue):
   ``await shut_down_with_drain()`` also waits until nothing is being processed.
 
 Delays (the delaying queue): ``add_after(key, d)`` makes ``key`` ready after ``d`` seconds on the
-clock (``d <= 0`` adds at once). A key already waiting keeps the *earlier* ready time. Delayed keys
-are released by ``run()``, a long-lived coroutine the owner must run (it ends on shutdown; delayed keys
-not yet ready are dropped then). Every ``add_after`` call counts one retry
-(``workqueue_retries_total``), as in client-go.
+clock (``d <= 0`` adds at once). A key is in the queue once, ready or waiting, as in controller-runtime's
+priority queue (the default since v0.20, which upstream's controller runs on): a key already waiting
+keeps the *earlier* ready time; a plain ``add`` of a waiting key makes it ready now and its delay is
+gone; a delay for a key that is already ready (or re-added while being processed) is absorbed — the
+run it is ready for comes first, and that run's outcome sets the next delay. So a reconcile triggered by
+an event never leaves behind the timer of an earlier outcome (client-go's classic queue kept it, and it
+fired a second, stale run later). Delayed keys are released by ``run()``, a long-lived coroutine the
+owner must run (it ends on shutdown; delayed keys not yet ready are dropped then). Every ``add_after``
+call counts one retry (``workqueue_retries_total``), as in client-go.
 
 Rate limiting: ``add_rate_limited(key)`` = ``add_after(key, limiter.when(key))``; ``forget(key)`` and
 ``num_requeues(key)`` go to the limiter. ``done`` and ``forget`` are separate calls.
 
-Not promised: ordering between a key's delayed entry and a plain ``add`` of the same key (the plain
-add makes it ready now and the delayed entry still fires later, as in client-go's classic queue; the
-second run is deduplicated only if the first has not started yet).
+Not promised: the priority queue's priorities (every key has the same).
 """
 
 from __future__ import annotations
@@ -119,7 +122,10 @@ class WorkQueue(Generic[K]):
         return len(self._waiting)
 
     def add(self, key: K) -> None:
-        if self._shutting_down or key in self._dirty:
+        if self._shutting_down:
+            return
+        self._waiting.pop(key, None)  # ready now: its delayed entry is gone (the heap skips it)
+        if key in self._dirty:
             return
         self._dirty.add(key)
         self._metrics.add(key)
@@ -191,6 +197,8 @@ class WorkQueue(Generic[K]):
         if delay <= 0:
             self.add(key)
             return
+        if key in self._dirty:
+            return  # ready already (or re-added while processing): that run comes first
         ready_at = self._clock.monotonic() + delay
         current = self._waiting.get(key)
         if current is not None and current <= ready_at:

@@ -101,7 +101,8 @@ async def test_invalid_ready_expr_is_terminal(env: ControllerEnv) -> None:
     obj = await env.wait_for("app", lambda o: condition(o, "Stalled") == ("True", "InvalidCELExpression"))
     assert condition(obj, "Ready") == ("False", "InvalidCELExpression")
     assert condition_message(obj, "Ready").startswith(
-        "Reconciliation failed terminally due to configuration error: failed to evaluate dependency dep: ")
+        "Reconciliation failed terminally due to configuration error: terminal error: "
+        "failed to evaluate dependency dep: ")
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
 
 

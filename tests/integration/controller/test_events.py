@@ -100,7 +100,7 @@ async def test_source_not_found_emits_no_event(env: ControllerEnv) -> None:
     await env.create(env.kustomization(targetNamespace=env.namespace, retryInterval="1s"))
     obj = await env.wait_for("app", lambda o: (o.get("status") or {}).get("conditions") is not None)
     assert obj["status"]["conditions"][0]["message"] == (
-        'gitrepositories.source.toolkit.fluxcd.io "repo" not found')
+        'GitRepository.source.toolkit.fluxcd.io "repo" not found')
     token = await env.request_reconcile()
     await env.wait_handled(token)
     assert await env.events() == []

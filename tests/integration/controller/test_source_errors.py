@@ -21,7 +21,8 @@ async def test_source_created_later(env: ControllerEnv) -> None:
     await env.start()
     await env.create(env.kustomization(targetNamespace=env.namespace))
     obj = await env.wait_for("app", artifact_failed)
-    assert condition_message(obj, "Ready") == 'gitrepositories.source.toolkit.fluxcd.io "repo" not found'
+    # the informer cache's NotFound, as controller-runtime's cache words it (the kind, not the plural)
+    assert condition_message(obj, "Ready") == 'GitRepository.source.toolkit.fluxcd.io "repo" not found'
     assert condition(obj, "Reconciling") is None
     artifact = await env.publish({"cm.yaml": configmap("a")})
     await env.wait_ready(revision=artifact["revision"])  # the source watch enqueues it

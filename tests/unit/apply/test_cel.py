@@ -176,3 +176,13 @@ def test_bool_expression_for_ready_expr() -> None:
 def test_compile_errors_never_crash(expr: str) -> None:
     with pytest.raises(CelCompileError, match="failed to parse the CEL expression"):
         compile_expression(expr)
+
+
+def test_a_syntax_error_is_displayed_as_cel_go_displays_it() -> None:
+    # cel-go's ToDisplayString: the snippet and the caret line indented by " | " (found by the differential
+    # run against kustomize-controller v1.9.4)
+    with pytest.raises(CelCompileError) as info:
+        compile_expression("dep.status.(")
+    assert str(info.value) == (
+        "failed to parse the CEL expression 'dep.status.(': ERROR: <input>:1:12: Syntax error: no viable "
+        "alternative at input '.('\n | dep.status.(\n | ...........^")

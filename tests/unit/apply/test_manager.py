@@ -22,10 +22,12 @@ from kustomize_controller.apply.objects import ObjRef
 from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.errors import (
     ConflictError,
+    ForbiddenError,
     InternalServerError,
     InvalidError,
     NotFoundError,
     TransportError,
+    api_error_from_status,
 )
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
@@ -108,6 +110,22 @@ async def test_a_failed_write_whose_answer_may_be_lost_names_its_object(error: E
     assert str(info.value.change_set) == "ConfigMap/default/a created"
     assert [str(e) for e in info.value.maybe_stored()] == ["ConfigMap/default/b configured"]
     assert info.value.maybe_stored()[0].version == "v1"
+
+
+async def test_a_refused_read_leaves_the_decision_to_the_dry_run() -> None:
+    # upstream's ApplyAll ignores the GET's error: an impersonated tenant refused both reads and writes is
+    # told what the dry-run (its patch) was refused, not the GET (found by the differential run)
+    client = FakeClient()
+    client.faults[("get", "a", False)] = ForbiddenError('configmaps "a" is forbidden: cannot get', status=403)
+    client.faults[("apply", "a", True)] = ForbiddenError('configmaps "a" is forbidden: cannot patch', status=403)
+    with pytest.raises(DryRunError) as info:
+        await manager(client).apply_all_staged([cm("a")], ApplyOptions())
+    assert str(info.value) == (
+        'ConfigMap/default/a dry-run failed (Forbidden): configmaps "a" is forbidden: cannot patch')
+    # one allowed to patch but not to read applies
+    client.faults.pop(("apply", "a", True))
+    cs = await manager(client).apply_all_staged([cm("a")], ApplyOptions())
+    assert str(cs) == "ConfigMap/default/a created"
 
 
 async def test_skip_rules() -> None:
@@ -299,6 +317,22 @@ def test_is_immutable_error() -> None:
 )
 def test_dry_run_error_message(err: Exception, ref: ObjRef, expected: str) -> None:
     assert dry_run_error_message(ref, err) == expected
+
+
+def test_dry_run_error_reason_is_the_status_reason_even_when_empty() -> None:
+    # kube-apiserver answers a typed-patch failure with a 500 Status that has no reason: client-go's
+    # ReasonForError gives "" and upstream writes no parentheses (found by the differential run)
+    message = ("failed to create typed patch object (ns/settings; /v1, Kind=ConfigMap): .data.count: expected "
+               "string, got &value.valueUnstructured{Value:3}\n")
+    err = api_error_from_status(500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+                                      "message": message})
+    assert err.reason == "InternalError"  # still classified by its code
+    assert dry_run_error_message(ObjRef("", "ConfigMap", "ns", "settings"), err) == (
+        f"ConfigMap/ns/settings dry-run failed: {message}")
+    # an answer that is no Status gets the reason its code implies, as client-go's generic response error
+    plain = api_error_from_status(500, b"upstream connect error")
+    assert dry_run_error_message(ObjRef("", "ConfigMap", "ns", "settings"), plain) == (
+        "ConfigMap/ns/settings dry-run failed (InternalError): upstream connect error")
 
 
 def test_strip_invalid_ca_bundle() -> None:

@@ -58,7 +58,8 @@ def test_port_protocols_default_to_tcp() -> None:
         "spec": {"ports": [{"port": 80}]},
     }
     normalize_object(svc)
-    assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP"}]
+    # targetPort: 0 is the typed round trip's (an int-or-string value; the server defaults it to the port)
+    assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 0}]
 
 
 def test_crd_status_kept_roles_untouched() -> None:

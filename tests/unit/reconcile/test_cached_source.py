@@ -80,6 +80,9 @@ class _Reader:
     def __init__(self, obj: dict[str, Any]) -> None:
         self.obj = obj
 
+    def reads_cache(self, kind: str) -> bool:
+        return True
+
     async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.obj
 

@@ -132,3 +132,17 @@ def test_the_series_of_a_kustomization_cost_little_memory() -> None:
     ours, theirs = _bytes_per_kustomization(record_new), _bytes_per_kustomization(record_ref)
     assert ours < 1536
     assert ours * 5 < theirs
+
+
+def test_duration_buckets_are_the_le_values_upstream_exports() -> None:
+    # kustomize-controller v1.9.4's /metrics (Go's math.Pow by repeated squaring): a bound one ulp off,
+    # as C's pow gives from the fifth on, would be another le series than upstream's
+    upstream = ["0.01", "0.038363583488692544", "0.1471764538093883", "0.5646216173286169", "2.166090855590701",
+                "8.309900738254731", "31.879757075478317", "122.30217221643493", "469.19495946736544",
+                "1799.9999999999986"]
+    assert [repr(b) for b in exponential_buckets_range(0.01, 1800, 10)] == upstream
+    registry = CollectorRegistry()
+    GotkMetrics(registry).record_duration(name="app", namespace="ns", seconds=1.0)
+    page = _page(registry).decode()
+    assert [line.split('le="')[1].split('"')[0] for line in page.splitlines()
+            if line.startswith("gotk_reconcile_duration_seconds_bucket")] == [*upstream, "+Inf"]

@@ -125,3 +125,23 @@ async def test_webhook_queue_is_bounded() -> None:
         for i in range(5):
             sender.submit({"n": i})
         assert sender.dropped == 3
+
+
+async def test_webhook_event_without_metadata_has_no_metadata_key() -> None:
+    # eventv1.Event's metadata is omitempty: a terminal error before the revision is known (an invalid
+    # healthCheckExprs, a blocked cross-namespace source) is sent without the key (found by the differential run)
+    class Collect:
+        events: list[dict[str, Any]] = []
+
+        def submit(self, event: dict[str, Any]) -> None:
+            self.events.append(event)
+
+    sender = Collect()
+    bare = {**KS, "metadata": {k: v for k, v in KS["metadata"].items() if k != "annotations"}}  # type: ignore[attr-defined]
+    notifier = Notifier(recorder=Recorder(), webhook=sender, clock=FakeClock())  # type: ignore[arg-type]
+    await notifier.emit(bare, severity="error", ready_reason="InvalidCELExpression", message="bad")
+    await notifier.emit(bare, severity="info", ready_reason="Progressing", message="ok", revision="main@sha1:1")
+    assert "metadata" not in sender.events[0]
+    assert sender.events[1]["metadata"] == {"kustomize.toolkit.fluxcd.io/revision": "main@sha1:1"}
+    assert list(sender.events[1]) == ["involvedObject", "severity", "timestamp", "message", "reason", "metadata",
+                                      "reportingController", "reportingInstance"]

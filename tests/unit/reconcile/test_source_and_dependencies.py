@@ -43,10 +43,15 @@ def ks(name: str = "app", ns: str = "apps", *, source: dict[str, Any] | None = N
 
 
 class Reader:
-    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]], fail: bool = False) -> None:
+    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]], fail: bool = False,
+                 cached: bool = False) -> None:
         self.objects = objects
         self.fail = fail
+        self.cached = cached
         self.calls: list[tuple[str, str, str]] = []
+
+    def reads_cache(self, kind: str) -> bool:
+        return self.cached
 
     async def get_source(self, *, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append((kind, namespace, name))
@@ -91,6 +96,15 @@ async def test_missing_and_failing_reads() -> None:
         await get_source(k, reader=Reader({}), access=SourceAccess())
     with pytest.raises(SourceReadError, match="unable to get source 'apps/oci': connection refused"):
         await get_source(k, reader=Reader({}, fail=True), access=SourceAccess())
+
+
+async def test_missing_source_in_the_cache_is_named_by_kind() -> None:
+    # controller-runtime's cache reader names the resource by its kind (upstream's default read path);
+    # the API server (DirectSourceFetch) by its plural, as in the test above
+    k = parse_kustomization(ks(source={"kind": "GitRepository", "name": "repo"}))
+    with pytest.raises(SourceNotFoundError) as err:
+        await get_source(k, reader=Reader({}, cached=True), access=SourceAccess())
+    assert str(err.value) == 'GitRepository.source.toolkit.fluxcd.io "repo" not found'
 
 
 def ready_dep(name: str, *, revision: str = "main@sha1:abc", generation: int = 1, observed: int = 1,
@@ -171,5 +185,21 @@ async def test_ready_expr_replaces_builtin_check_unless_additive() -> None:
 
 async def test_ready_expr_compile_error_is_terminal() -> None:
     k = ks(depends_on=[{"name": "infra", "readyExpr": "bad("}])
-    with pytest.raises(DependencyTerminalError, match="failed to evaluate dependency infra: Syntax error"):
+    with pytest.raises(DependencyTerminalError) as err:
         await check(k, {"apps/infra": ready_dep("infra")}, compiler=compiler_for(True, []))
+    # controller-runtime's TerminalError prefixes its text (upstream's condition message carries it)
+    assert str(err.value) == "terminal error: failed to evaluate dependency infra: Syntax error: missing )"
+
+
+async def test_ready_expr_evaluation_error_is_the_message() -> None:
+    # upstream returns the evaluation error itself: DependencyNotReady with its text, polled again
+    def failing(expression: str) -> BoolProgram:
+        def run(variables: Mapping[str, Any]) -> bool:
+            raise ValueError(f"failed to evaluate the CEL expression '{expression}': no such key: tier")
+        return run
+
+    k = ks(depends_on=[{"name": "infra", "readyExpr": "dep.metadata.labels['tier'] == 'x'"}])
+    with pytest.raises(DependencyNotReadyError) as err:
+        await check(k, {"apps/infra": ready_dep("infra")}, compiler=failing)
+    assert str(err.value) == (
+        "failed to evaluate the CEL expression 'dep.metadata.labels['tier'] == 'x'': no such key: tier")

@@ -83,13 +83,21 @@ async def test_discarded_keys_leave_the_depth() -> None:
 
 
 def _reference_exposition(families: list[Any]) -> bytes:
-    """prometheus_client's own renderer over the same families, minus ``*_created`` samples."""
+    """prometheus_client's own renderer over the same families, minus ``*_created`` samples, with the
+    bucket bounds written as Go writes them (``le="1"``, not ``"1.0"``)."""
     from prometheus_client import generate_latest
+    from prometheus_client.samples import Sample
+
+    from kustomize_controller.runtime.metrics import go_label_float
+
+    def go_bounds(sample: Sample) -> Sample:
+        labels = {k: go_label_float(float(v)) if k in ("le", "quantile") else v for k, v in sample.labels.items()}
+        return sample._replace(labels=labels)
 
     class WithoutCreated:
         def collect(self) -> Any:
             for family in families:
-                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+                family.samples = [go_bounds(s) for s in family.samples if not s.name.endswith("_created")]
                 yield family
 
     return generate_latest(WithoutCreated())  # type: ignore[arg-type]
@@ -174,3 +182,58 @@ def test_a_filtered_exposition_does_not_collect_the_other_families() -> None:
     assert "controller_runtime_reconcile_errors_total" not in text
     assert "per_object" in metrics.exposition().decode()
     assert per_object.collected == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(1.0, "1"), (1000.0, "1000"), (0.005, "0.005"), (1e-08, "1e-08"), (9.999999999999999e-06, "9.999999999999999e-06"),
+     (1799.9999999999986, "1799.9999999999986"), (60.0, "60"), (1e6, "1e+06"), (123456.0, "123456"),
+     (float("inf"), "+Inf"), (0.0, "0"), (-2.5, "-2.5")],
+)
+def test_bounds_are_written_as_go_writes_them(value: float, label: str) -> None:
+    # strconv.FormatFloat(v, 'g', -1, 64), as kustomize-controller v1.9.4's /metrics shows them
+    from kustomize_controller.runtime.metrics import go_label_float
+
+    assert go_label_float(value) == label
+
+
+def test_workqueue_and_reconcile_buckets_are_upstreams_le_values() -> None:
+    # the le values of kustomize-controller v1.9.4's workqueue and reconcile-time histograms (found by the
+    # differential run: Go multiplies bound by bound, and writes 1 and 1e-08, not 1.0 and 1e-05)
+    from kustomize_controller.runtime.workqueue import WorkQueue
+
+    clock = FakeClock()
+    metrics = RuntimeMetrics(clock=clock)
+    metrics.controller("kustomization", max_concurrent=4)
+    q: WorkQueue[str] = WorkQueue(clock=clock, metrics=metrics.queue("kustomization"))
+    q.add("k")
+    metrics.reconcile_time_seconds.labels(controller="kustomization").observe(0.2)
+    page = metrics.exposition().decode()
+
+    def bounds(name: str) -> list[str]:
+        return [line.split('le="')[1].split('"')[0] for line in page.splitlines()
+                if line.startswith(f"{name}_bucket")]
+
+    assert bounds("workqueue_queue_duration_seconds") == [
+        "1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05", "0.001", "0.01", "0.1", "1",
+        "10", "100", "1000", "+Inf"]
+    reconcile = bounds("controller_runtime_reconcile_time_seconds")
+    assert reconcile[:3] == ["0.005", "0.01", "0.025"] and reconcile[-5:] == ["30", "40", "50", "60", "+Inf"]
+
+
+def test_go_process_extras(tmp_path: Any) -> None:
+    from kustomize_controller.runtime.metrics import GoProcessExtras
+
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "dev").write_text(
+        "Inter-|   Receive                                                |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls\n"
+        "    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0\n"
+        "  eth0:    2000      20    0    0    0     0          0         0      500       5    0    0    0     0\n")
+    (tmp_path / "limits").write_text(
+        "Limit                     Soft Limit           Hard Limit           Units     \n"
+        "Max address space         unlimited            unlimited            bytes     \n")
+    samples = {f.name: f.samples[0].value for f in GoProcessExtras(str(tmp_path)).collect()}
+    assert samples == {"process_network_receive_bytes": 2100.0, "process_network_transmit_bytes": 600.0,
+                       "process_virtual_memory_max_bytes": float(2**64 - 1)}
+    assert list(GoProcessExtras(str(tmp_path / "absent")).collect()) == []

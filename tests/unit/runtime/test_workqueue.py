@@ -215,3 +215,41 @@ async def test_rate_limited_adds_back_off_and_forget_resets() -> None:
     assert q.num_requeues("k") == 5
     q.forget("k")
     assert q.num_requeues("k") == 0
+
+
+async def test_a_plain_add_consumes_the_keys_delay() -> None:
+    # controller-runtime's priority queue (upstream's): one entry per key; an event for a key waiting on
+    # its requeue makes it ready now, and the old timer is gone (found by the differential run: a dependent
+    # woken by its dependency ran again when its --requeue-dependency timer fired)
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    pump = asyncio.create_task(q.run())
+    q.add_after("k", 4)
+    q.add("k")
+    assert q.waiting == 0 and list(q._queue) == ["k"]
+    assert await q.get() == "k"
+    q.add_after("k", 3600)  # the run's outcome: the next interval
+    q.done("k")
+    await clock.advance(10)
+    assert len(q) == 0 and q.ready_at("k") == clock.monotonic() - 10 + 3600
+    q.shut_down()
+    await pump
+
+
+async def test_a_delay_for_a_key_that_is_ready_is_absorbed() -> None:
+    # re-added while processing: the run it is ready for comes first, its outcome sets the next delay
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    pump = asyncio.create_task(q.run())
+    q.add("k")
+    assert await q.get() == "k"
+    q.add("k")  # an event while it runs
+    q.add_after("k", 5)  # the first run's outcome
+    q.done("k")
+    assert q.waiting == 0
+    assert await q.get() == "k"
+    q.done("k")
+    await clock.advance(10)
+    assert len(q) == 0  # no stale run five seconds later
+    q.shut_down()
+    await pump

@@ -91,13 +91,27 @@ def plugin_name(recipient: str) -> str | None:
     return None
 
 
+_RAGE_NO_MATCH = "No matching keys found"
+
+
+def _age_error(rage: str, identities: int) -> str:
+    """Go age's words for rage's: no identity opened a stanza (``NoIdentityMatchError`` names the one
+    identity's ``ErrIncorrectIdentity`` when there was one identity)."""
+    if rage != _RAGE_NO_MATCH:
+        return rage
+    if identities == 1:
+        return "identity did not match any of the recipients: incorrect identity for recipient block"
+    return "no identity matched any of the recipients"
+
+
 def decrypt_data_key(enc: str, identities: Sequence[Any]) -> bytes:
     if not identities:
         raise SopsKeyError("failed to load age identities: no age identity was provided")
     try:
         return bytes(pyrage.decrypt(enc.encode(), list(identities)))
     except pyrage.DecryptError as err:
-        raise SopsKeyError(f"failed to create reader for decrypting sops data key with age: {err}") from None
+        raise SopsKeyError(f"failed to create reader for decrypting sops data key with age: "
+                           f"{_age_error(str(err), len(identities))}") from None
     except SopsError:
         raise
     except Exception as err:  # malformed armor, header

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 
+import pyrage
 import pytest
 import yaml
 
@@ -108,7 +109,8 @@ def test_wrong_age_key_fails_clearly(rel: str) -> None:
         decrypt_bytes(fixture(rel), fmt, fmt, keyring=keyring(wrong))
     message = str(info.value)
     assert message.startswith("cannot get sops data key: Failed to get the data key required")
-    assert "No matching keys found" in message
+    # Go age's NoIdentityMatchError with the one identity's error, as upstream reports it (sops wraps it)
+    assert "identity did not match any of the recipients: incorrect identity for recipient block" in flat(message)
     assert re.search(r"\n  age1[0-9a-z]+: FAILED\n", message)
 
 
@@ -220,3 +222,13 @@ def test_malformed_age_key_fails_at_construction_without_echoing_it() -> None:
     assert "NOTAREALKEY" not in str(info.value)
     with pytest.raises(DecryptionError, match="unknown identity type"):
         SopsDecryptor.from_secret_data({"bad.agekey": b"hello"})
+
+
+def test_two_wrong_age_identities_are_named_as_go_age_names_them() -> None:
+    # with more than one identity tried, Go age's NoIdentityMatchError says so without naming an error
+    other = pyrage.x25519.Identity.generate()
+    ring = KeyRing.from_secret_data({"a.agekey": fixture("keys/age-global.txt"),
+                                     "b.agekey": str(other).encode()})
+    with pytest.raises(SopsKeyError) as info:
+        decrypt_bytes(fixture("algorithms/age.yaml"), Format.YAML, Format.YAML, keyring=ring)
+    assert "age: no identity matched any of the recipients" in flat(str(info.value))
