@@ -162,6 +162,7 @@ class ScenarioRun:
         self.actions = 0  # lease faults started
         self.marks: dict[str, int] = {}
         self.facts: State = {}  # what the scenario noted on its way (compared with the recording's)
+        self.exited: dict[str, int] = {}  # user → length of the request log when its controller exited
         self._killed: list[Instance] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -254,6 +255,28 @@ class ScenarioRun:
         server for those requests); everything else it sends still is."""
         self.actions += 1
         self.env.server.client_faults.hold(leader.user, path=r"/leases/")
+        requests = self.env.server.requests
+        assert leader.task is not None
+        leader.task.add_done_callback(lambda _: self.exited.setdefault(leader.user, len(requests)))
+
+    def writes_landed(self) -> list[tuple[str, str]]:
+        """Every stored write of the run's namespace but Leases, in the order the API server answered
+        them: (user, what)."""
+        return [(r.user, f"{r.verb} {r.resource}/{r.name}".rstrip("/"))
+                for r in self.env.server.requests.select(namespace=self.env.namespace, writes_only=True,
+                                                         successful_only=True)
+                if r.resource != "leases"]
+
+    def late_writes(self) -> int:
+        """Writes of a controller that the API server stored after that controller's process had exited
+        (sent before: a request on the wire is not recalled)."""
+        late = 0
+        for index, record in enumerate(self.env.server.requests):
+            exited = self.exited.get(record.user)
+            if (exited is not None and index >= exited and record.is_write and not record.dry_run
+                    and record.status < 400 and record.resource != "leases"):
+                late += 1
+        return late
 
     def _delete_lease(self, leader: Instance) -> None:
         """Someone deletes the Lease (``kubectl delete lease``) while ``leader`` holds it."""
@@ -279,12 +302,16 @@ class ScenarioRun:
             self._instance().start()  # the pod restarts (a standby that died has no standby of its own)
 
     async def stop(self) -> None:
-        """Stop the live controllers gracefully; wait for the killed one to unwind."""
+        """Stop the live controllers gracefully; wait for the killed ones to unwind (cancelled once
+        already: a second cancellation would cut their clean-up short and leave sockets open)."""
         for task in list(self._tasks):
             await task
         for instance in self.instances:
             if instance not in self._killed:
                 await instance.stop()
+        unwinding = {i.task for i in self._killed if i.task is not None and not i.task.done()}
+        if unwinding:
+            await asyncio.wait(unwinding, timeout=30)
         for instance in self.instances:
             await instance.kill()
 
@@ -381,7 +408,8 @@ class Explorer:
         found: dict[str, list[str]] = {}
         tried: list[str] = []
         # taken_over: runs in which another controller than the first wrote (a restarted one, a standby)
-        stats: dict[str, int] = {"held": 0, "stale_reads": 0, "not_reached": 0, "taken_over": 0}
+        # late_writes: writes of an old leader stored after its process exited (lease faults)
+        stats: dict[str, int] = {"held": 0, "stale_reads": 0, "not_reached": 0, "taken_over": 0, "late_writes": 0}
         for fault in self.points(kind, recording):
             run, diff = await self.run(fault)
             tried.append(str(fault))
@@ -393,6 +421,7 @@ class Explorer:
                 stats["not_reached"] += 1
             if any(self.env.server.client_faults.stats(i.user).writes for i in run.instances[1:]):
                 stats["taken_over"] += 1
+            stats["late_writes"] += run.late_writes()
             if fault.lags:
                 for restarted in [self.env.server.client_faults.stats(i.user) for i in run.instances[1:]]:
                     stats["held"] += restarted.held

@@ -234,6 +234,20 @@ async def handover_apply(run: ScenarioRun) -> None:
     await env.wait_ready(revision=third["revision"], within=45)
 
 
+async def fencing(run: ScenarioRun) -> State:
+    """The writes of the first leader that the API server stored after the first write of another
+    controller: none (the old leader stops before the new one starts, and its last request on the wire
+    lands within the margin; ``runtime/leader.py``)."""
+    first, others = run.instances[0].user, {i.user for i in run.instances[1:]}
+    after: list[str] = []
+    others_began = False
+    for user, what in run.writes_landed():
+        others_began = others_began or user in others
+        if others_began and user == first:
+            after.append(what)
+    return {"@old-leader-writes-after-new-leader": after}
+
+
 LEADER_ELECTION: dict[str, Any] = {
     "enable_leader_election": True,
     "leader_election_lease_duration": timedelta(seconds=3),
@@ -251,7 +265,7 @@ DRIFT_WARN = Scenario("drift-warn", drift_warn)
 SOPS = Scenario("sops", sops)
 HANDOVER = Scenario("handover", handover, standby=True, settings=LEADER_ELECTION)
 HANDOVER_APPLY = Scenario("handover-apply", handover_apply, standby=True, settings=LEADER_ELECTION,
-                          faults=LEASE_FAULTS, phase="apply")
+                          faults=LEASE_FAULTS, phase="apply", extra=fencing)
 FINALIZE_WAIT = finalization("WaitForTermination")
 FINALIZE_ORPHAN = finalization("Orphan")
 
