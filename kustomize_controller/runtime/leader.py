@@ -58,7 +58,7 @@ from typing import Any
 
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock, sleep_unless
+from kustomize_controller.runtime.clock import Clock, sleep_unless, within
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 
@@ -316,15 +316,10 @@ class LeaderElector:
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             return False
-        attempt = asyncio.ensure_future(self.try_acquire_or_renew())
-        timer = asyncio.ensure_future(self._clock.sleep(remaining))
         try:
-            await asyncio.wait((attempt, timer), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (attempt, timer):
-                task.cancel()
-            await asyncio.gather(attempt, timer, return_exceptions=True)
-        return attempt.done() and not attempt.cancelled() and attempt.result()
+            return await within(self._clock, remaining, self.try_acquire_or_renew())
+        except TimeoutError:
+            return False
 
     async def release(self) -> bool:
         """Give the lease up (holder cleared, duration 1 s) so another candidate takes over at once."""
