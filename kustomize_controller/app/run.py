@@ -354,6 +354,7 @@ def reconciler_options(settings: Settings, clock: Clock, runtime_namespace: str,
         additive_cel_dependency_check=gates.enabled("AdditiveCELDependencyCheck"),
         object_level_workload_identity=gates.enabled("ObjectLevelWorkloadIdentity"),
         cancel_health_on_any_enqueue=waits.cancel_on_any,
+        first_read_live=settings.enable_leader_election,
         apply=ApplyStepOptions(
             concurrent_ssa=settings.concurrent_ssa,
             no_remote_bases=settings.no_remote_bases,

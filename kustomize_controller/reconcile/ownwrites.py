@@ -19,6 +19,14 @@ a dropped connection: the server may have stored it without us seeing the answer
 wait for: the next ``fresh`` reads the object from the API server whatever the cache shows. The record
 is forgotten when the object is gone. Bounded by the number of Kustomizations written.
 
+With ``first_read_live`` (leader election: the informer was filled while this replica stood by, and its
+watch may lag behind what the previous leader wrote last — after a hand-over a cached inventory older
+than the old leader's last status write orphans what a new revision drops, found by the ``lease+lag``
+faults of ``tests/integration/faults``), the first ``fresh`` of each Kustomization reads it from the API
+server too, and the cache is trusted for it only once it has shown that version (or one of our own
+writes); one GET per Kustomization per leadership. Without it, an informer's list is a consistent read
+made when the controller started, and everything since reaches it in order.
+
 ``observed(obj)`` is told every object the informer stores (add and update events, in watch order): once
 the cache has shown our last write's version, the record is dropped, so a later change by someone else
 (a ``requestedAt`` annotation: the cache is *ahead*) is trusted without that GET. A watch delivers
@@ -50,15 +58,18 @@ def _version(obj: Mapping[str, Any]) -> str:
 
 
 class OwnWrites:
-    def __init__(self, read_live: LiveRead) -> None:
+    def __init__(self, read_live: LiveRead, *, first_read_live: bool = False) -> None:
         self._read_live = read_live
         self._written: dict[Key, str] = {}
+        self._first_read_live = first_read_live
+        self._known: set[Key] = set()  # read live or written by us since we started (``first_read_live``)
 
     def record(self, written: Mapping[str, Any]) -> None:
         """``written`` is the API server's answer to a write of ours."""
         version = _version(written)
         if version:
             self._written[_key(written)] = version
+            self._known.add(_key(written))
 
     def unanswered(self, namespace: str, name: str) -> None:
         """A write of ours to this object raised: it may be stored, at a version we never saw."""
@@ -73,18 +84,23 @@ class OwnWrites:
 
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
+        self._known.discard((namespace, name))
 
     async def fresh(self, cached: dict[str, Any]) -> dict[str, Any] | None:
         """``cached``, or the live object when the cache has not shown our last write yet (None: gone)."""
         key = _key(cached)
         expected = self._written.get(key)
-        if expected is None or expected == _version(cached):
+        if expected is None and (not self._first_read_live or key in self._known):
+            return cached
+        if expected is not None and expected == _version(cached):
             return cached
         live = await self._read_live(*key)
         if live is None:
             self._written.pop(key, None)
+            self._known.discard(key)
         else:
             self._written[key] = _version(live)  # includes our writes: the cache is good once it shows this
+            self._known.add(key)
         return live
 
     def patcher(self, client: Patcher) -> RecordingPatcher:

@@ -97,6 +97,9 @@ class ReconcilerOptions:
     """With ``hooks``: any enqueue event cancels a health wait (``CancelHealthCheckOnNewRevision``);
     False: only the object's deletion, disappearance or suspension does (health waits released from
     their worker, see ``apply_step``)."""
+    first_read_live: bool = False
+    """Read each Kustomization from the API server on its first reconcile, not from the informer cache
+    (leader election: the cache was filled while another replica led; ``ownwrites.py``)."""
 
 
 def _compile_ready_expr(expression: str) -> BoolProgram:
@@ -125,7 +128,7 @@ class KustomizationReconciler:
         self._client = client
         self._reader = reader
         # the cache may not show our last status write yet: such a copy is read again (ownwrites.py)
-        self._own_writes = OwnWrites(self._get_live)
+        self._own_writes = OwnWrites(self._get_live, first_read_live=options.first_read_live)
         self._sources = sources
         self._notifier = notifier
         self._metrics = metrics

@@ -5,7 +5,7 @@ Contract:
 - ``now()`` is wall-clock UTC; use it only for timestamps written to the API.
 - ``sleep(seconds)`` suspends the caller; it is cancellable like ``asyncio.sleep`` and returns
   early only by cancellation. ``sleep_unless(clock, seconds, event)`` also returns (True) as soon as
-  ``event`` is set.
+  ``event`` is set; ``within(clock, seconds, awaitable)`` is ``asyncio.timeout`` on the clock.
 
 ``RealClock`` is backed by the event loop. ``FakeClock`` lets tests step time: sleepers wake in
 deadline order when ``advance()`` moves time past their deadline; nothing else moves time.
@@ -14,11 +14,15 @@ deadline order when ``advance()`` moves time past their deadline; nothing else m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -90,16 +94,26 @@ class FakeClock:
             await asyncio.sleep(0)
 
 
+async def within(clock: Clock, seconds: float, awaitable: Awaitable[T]) -> T:
+    """The result of ``awaitable``, or ``TimeoutError`` when ``seconds`` pass on ``clock`` first: it is then
+    cancelled and waited for (nothing outlives the call). A result ready at the deadline wins."""
+    work = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((work, timer), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, timer):
+            task.cancel()
+        await asyncio.gather(work, timer, return_exceptions=True)
+    if work.cancelled():
+        raise TimeoutError(f"not done within {seconds:g}s")
+    return work.result()
+
+
 async def sleep_unless(clock: Clock, seconds: float, event: asyncio.Event) -> bool:
     """Sleep ``seconds`` on ``clock`` unless ``event`` is (or becomes) set first; True when it was."""
     if event.is_set():
         return True
-    sleep = asyncio.ensure_future(clock.sleep(seconds))
-    wake = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait((sleep, wake), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sleep, wake):
-            task.cancel()
-        await asyncio.gather(sleep, wake, return_exceptions=True)
+    with contextlib.suppress(TimeoutError):
+        await within(clock, seconds, event.wait())
     return event.is_set()

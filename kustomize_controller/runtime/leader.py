@@ -17,18 +17,31 @@ its watch of the Lease (one object, by name) sees it released (holder ``""``) or
 takes over right after a graceful stop instead of up to a retry period later (client-go polls only).
 The watch is an accelerator: when it fails (no ``watch`` permission, an API server away) it is retried
 every ``retry_period`` and the polling goes on as before. ``hold()`` renews
-every ``retry_period``; when no renewal succeeded within ``renew_deadline`` it raises
-``LeaderElectionLost`` (the manager then exits the process with status 1 at once, like Flux).
+every ``retry_period`` and raises ``LeaderElectionLost`` (the manager then cancels every reconcile and
+exits the process with status 1 at once, like Flux) as soon as it knows it no longer leads:
+- no renewal succeeded within ``renew_deadline`` of the start of the last one that did — an attempt
+  still running at that moment (a hung request, a ``Retry-After``) is cancelled then, not awaited;
+- an attempt found the lease held by someone else (it was taken over: we cannot get it back before it
+  expires, and the other may already be reconciling) — at once, not at the deadline.
 ``release()`` (on a normal stop, ``release_on_cancel``) writes holder ``""``, leaseDurationSeconds 1,
 renewTime=acquireTime=now, transitions unchanged, retrying conflicts until ``renew_deadline``.
 
 Every lease request has its own timeout, max(renew_deadline/2, 1 s), and its ``Retry-After`` waits
-end within that time too (``KubeClient.with_timeout``), so neither one hung call nor a lasting 429
-holds a renewal much past the renew deadline. ``leader_election_master_status{name}`` is 1 while leading, else 0.
+end within that time too (``KubeClient.with_timeout``). ``leader_election_master_status{name}`` is 1
+while leading, else 0.
 
-Not promised: coordinated leader election (``strategy``/``preferredHolder``); fencing — a deposed leader
-may still be finishing a reconcile when the next one starts (the process exits right away to keep the
-window short).
+Fencing, as far as a Lease gives it: a candidate starts leading only once the lease it last saw has gone
+unchanged for ``lease_duration`` on its own clock — also when the Lease was deleted meanwhile (someone ran
+``kubectl delete lease``): it does not create a new one while the holder it saw may still be working (the
+holder itself re-creates it at its next renewal). The holder gives up at the latest ``renew_deadline``
+after the start of its last successful renewal, which the candidate saw no earlier, so with
+``lease_duration > renew_deadline`` the old leader has stopped issuing requests ``lease_duration −
+renew_deadline`` before the new one may start (with Flux's defaults, 5 s), provided both processes' clocks
+run at the same rate and neither is paused (a stopped VM, a debugger) for that long. Not promised: a
+request the old leader had already sent cannot be recalled; it lands when the API server serves it, which
+is before the new leader starts unless it was held longer than that margin. The new leader applies
+everything again on its first reconcile, so such a write is undone by it only if it landed before.
+Not promised either: coordinated leader election (``strategy``/``preferredHolder``).
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ from typing import Any
 
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.errors import ConflictError, KubeError, NotFoundError
-from kustomize_controller.runtime.clock import Clock, sleep_unless
+from kustomize_controller.runtime.clock import Clock, sleep_unless, within
 from kustomize_controller.runtime.logs import get_logger
 from kustomize_controller.runtime.metrics import RuntimeMetrics
 
@@ -112,6 +125,7 @@ class LeaderElector:
         self._observed: dict[str, Any] | None = None  # spec fields of the lease as last seen
         self._observed_at = 0.0
         self._lease: dict[str, Any] | None = None  # the full last-seen object (for its resourceVersion)
+        self._renewed_at = 0.0  # when the last successful acquire or renewal started (local monotonic)
         self._status = metrics.leader_election_master_status.labels(name=config.name) if metrics else None
         if self._status is not None:
             self._status.set(0)
@@ -154,6 +168,13 @@ class LeaderElector:
         return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": meta, "spec": dict(spec)}
 
     async def try_acquire_or_renew(self) -> bool:
+        started = self._clock.monotonic()
+        if await self._try_acquire_or_renew():
+            self._renewed_at = started
+            return True
+        return False
+
+    async def _try_acquire_or_renew(self) -> bool:
         now = format_micro_time(self._clock.now())
         duration = int(self.config.lease_duration)
         # 1. fast path
@@ -171,6 +192,13 @@ class LeaderElector:
         try:
             lease = await self._client.get(LEASE_API_VERSION, "Lease", self.config.name, self.config.namespace)
         except NotFoundError:
+            holder = self.observed_holder
+            if holder and holder != self.identity and self._observed_valid():
+                # deleted while another held it: that leader may still be working until its lease, as we
+                # saw it, expires (it re-creates the Lease at its next renewal); fencing, module docstring
+                self._log.debug("lease deleted while held by another candidate; waiting for its expiry",
+                                holder=holder)
+                return False
             spec = {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": duration,
@@ -261,21 +289,37 @@ class LeaderElector:
             await self._clock.sleep(self.config.retry_period)
 
     async def hold(self) -> None:
-        """Renew while leading; raise ``LeaderElectionLost`` when a renewal window is missed."""
+        """Renew while leading; raise ``LeaderElectionLost`` as soon as we know we no longer lead: the renew
+        deadline passed since the last successful renewal started, or the lease is held by someone else."""
+        lease = f"{self.config.namespace}/{self.config.name}"
         while True:
             await self._clock.sleep(self.config.retry_period)
-            deadline = self._clock.monotonic() + self.config.renew_deadline
             while True:
-                if await self.try_acquire_or_renew():
+                deadline = self._renewed_at + self.config.renew_deadline
+                if await self._renew_before(deadline):
                     break
-                if self._clock.monotonic() + self.config.retry_period > deadline:
+                holder = self.observed_holder
+                if holder and holder != self.identity:
+                    self._set_status(False)
+                    self._log.error("lease taken over by another candidate", holder=holder)
+                    raise LeaderElectionLost(f"leader election lost: lease {lease} is held by {holder}")
+                if self._clock.monotonic() + self.config.retry_period >= deadline:
                     self._set_status(False)
                     self._log.error("failed to renew lease", lease_duration=self.config.lease_duration)
                     raise LeaderElectionLost(
-                        f"leader election lost: lease {self.config.namespace}/{self.config.name} "
-                        f"not renewed within {self.config.renew_deadline:g}s"
+                        f"leader election lost: lease {lease} not renewed within {self.config.renew_deadline:g}s"
                     )
                 await self._clock.sleep(self.config.retry_period)
+
+    async def _renew_before(self, deadline: float) -> bool:
+        """One renewal attempt, cancelled if it is still running at ``deadline`` (then False)."""
+        remaining = deadline - self._clock.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            return await within(self._clock, remaining, self.try_acquire_or_renew())
+        except TimeoutError:
+            return False
 
     async def release(self) -> bool:
         """Give the lease up (holder cleared, duration 1 s) so another candidate takes over at once."""

@@ -19,8 +19,10 @@ Stopping, and what ``run()`` returns:
   send what they hold, every other task is cancelled → ``0``. Informers keep running until the
   controllers are done, so nothing a reconcile still reads disappears under it.
   A second signal skips the grace period.
-- Losing the lease (``LeaderElectionLost``) cancels everything at once, no drain, no release → ``1``;
-  the entry point exits the process with that status, as Flux does on "leader election lost".
+- Losing the lease (``LeaderElectionLost``) cancels everything at once, no drain, no release → ``1``:
+  in-flight reconciles are cancelled at their current ``await`` and write nothing more (a request
+  already sent cannot be recalled: ``leader.py`` on fencing), queued keys never start; the entry point
+  exits the process with that status, as Flux does on "leader election lost".
 - Any task failing (e.g. caches not synced in time) cancels everything → ``1``.
 - Cancelling the task running ``run()`` tears everything down without releasing the lease (it is
   treated as a crash) and re-raises ``CancelledError``.

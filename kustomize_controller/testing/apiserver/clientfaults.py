@@ -29,12 +29,24 @@ Contract (every rule is about one user; nothing here touches other users' reques
   of a ``resourceVersion=0`` watch (the events since follow, held as above); a consistent read
   (``resourceVersion`` unset) is current, as a real server's is (from etcd, or from a cache that first
   catches up).
-- ``stats(user)`` counts what was done: writes, events delivered, dropped and held, stale reads.
+- ``on_write(user, writes=k, callback=...)``: ``callback`` runs once, right after the ``k``-th write counted
+  as ``crash_after`` counts them (stored and answered as usual: nothing is cut). A test uses it to start
+  another fault at an exact point of the client's work (a partition of its lease renewals, say).
+- ``hold(user, path=..., method=..., writes_only=..., seconds=t)``: the user's requests whose path matches
+  the regular expression (searched) are held ``t`` seconds before they are served, as over a slow link;
+  ``seconds=None`` never serves them: each waits until the client gives up (its timeout, a cancelled
+  request) and is dropped unserved — a partition between that client and the API server for those
+  requests. ``writes_only`` holds only writes that would store (no dry-run). A request held when the user is
+  cut off (``crash_after``) is dropped. ``release(user)`` ends every hold of the user (requests held by a
+  partition stay dropped: their clients have given up or will).
+- ``stats(user)`` counts what was done: writes, events delivered, dropped and held, stale reads, requests
+  held by ``hold`` (``delayed``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +67,22 @@ class ClientStats:
     held: int = 0
     stale_reads: int = 0
     cut_requests: int = 0
+    delayed: int = 0
+
+
+@dataclass(frozen=True)
+class _Hold:
+    path: re.Pattern[str] | None
+    method: str | None
+    writes_only: bool
+    seconds: float | None  # None: never served
+
+    def matches(self, method: str, path: str, *, dry_run: bool) -> bool:
+        if self.method is not None and self.method != method:
+            return False
+        if self.writes_only and (method in ("GET", "HEAD") or dry_run):
+            return False
+        return self.path is None or self.path.search(path) is not None
 
 
 @dataclass
@@ -67,6 +95,9 @@ class _Rules:
     lag_writes: int = 0
     lag_seconds: float = 0.0
     lag_resources: frozenset[str] | None = None
+    notify_at: int | None = None
+    on_write: Callable[[], None] | None = None
+    holds: list[_Hold] = field(default_factory=list)
     cut: bool = False
     stats: ClientStats = field(default_factory=ClientStats)
     # open connections (asyncio transports) and watch-stream closers, cut at a crash
@@ -149,6 +180,20 @@ class ClientFaults:
         rules = self._for(user)
         rules.lag_writes, rules.lag_seconds, rules.lag_resources = writes, seconds, resources
 
+    def on_write(self, user: str, *, writes: int, callback: Callable[[], None]) -> None:
+        if writes < 1:
+            raise ValueError("on_write: writes counts from 1")
+        rules = self._for(user)
+        rules.notify_at, rules.on_write = writes, callback
+
+    def hold(self, user: str, *, path: str | None = None, method: str | None = None, writes_only: bool = False,
+             seconds: float | None = None) -> None:
+        self._for(user).holds.append(_Hold(re.compile(path) if path else None, method.upper() if method else None,
+                                           writes_only, seconds))
+
+    def release(self, user: str) -> None:
+        self._for(user).holds.clear()
+
     def watch(self, user: str) -> None:
         """Count ``user``'s writes and events without faulting it (for a fault-free recording)."""
         self._for(user)
@@ -180,6 +225,26 @@ class ClientFaults:
             return True
         return False
 
+    async def held(self, user: str, method: str, path: str, *, dry_run: bool,
+                   transport: asyncio.Transport | None) -> bool:
+        """Hold a request of ``user`` as its ``hold`` rules say; False when it must be dropped unserved
+        (never to be served, or the user was cut off meanwhile)."""
+        rules = self._rules.get(user)
+        if rules is None:
+            return True
+        hold = next((h for h in rules.holds if h.matches(method, path, dry_run=dry_run)), None)
+        if hold is None:
+            return True
+        rules.stats.delayed += 1
+        if hold.seconds is not None:
+            await asyncio.sleep(hold.seconds)
+        else:  # a partition: never served; wait for the client to give up (polled: a test utility)
+            while True:
+                if transport is None or transport.is_closing() or hold not in rules.holds or rules.cut:
+                    return False
+                await asyncio.sleep(0.05)
+        return not rules.cut
+
     def track(self, user: str, transport: asyncio.Transport | None) -> bool:
         """Remember an open connection of a faulted user (to cut at a crash); False when not faulted."""
         rules = self._rules.get(user)
@@ -201,6 +266,9 @@ class ClientFaults:
         if resource in rules.ignore:
             return
         rules.stats.writes += 1
+        if rules.notify_at is not None and rules.stats.writes >= rules.notify_at and rules.on_write is not None:
+            callback, rules.on_write = rules.on_write, None
+            callback()
         if rules.crash_at is not None and rules.stats.writes >= rules.crash_at:
             self.cut_off(user)
             if rules.on_crash is not None:

@@ -154,7 +154,9 @@ class Api:
                 # now cannot have a write stored after its crash
                 if request.can_read_body:
                     await request.read()
-                if client_faults.is_cut(user.name):
+                if (not await client_faults.held(user.name, request.method, request.path,
+                                                 dry_run="dryRun" in request.query, transport=request.transport)
+                        or client_faults.is_cut(user.name)):
                     status = 499
                     if request.transport is not None:
                         request.transport.abort()

@@ -123,3 +123,44 @@ async def test_a_lagging_cache_starts_a_rv0_watch_in_the_past(cluster: ClusterHa
     # the initial list one write behind, then that write (held at most 0.5 s: nothing follows it)
     assert [(e["type"], e["object"]["data"]) for e in events] == [("ADDED", {"v": "1"}), ("MODIFIED", {"v": "2"})]
     assert server.client_faults.stats("ctl").stale_reads == 1
+
+
+async def test_on_write_calls_back_after_the_kth_write_and_cuts_nothing(cluster: ClusterHandle) -> None:
+    server = cluster.require_server()
+    ns = cluster.namespace
+    seen: list[list[str]] = []
+
+    def callback() -> None:
+        seen.append(server.object_names("v1", "ConfigMap", ns))
+
+    server.client_faults.on_write("ctl", writes=2, callback=callback)
+    async with as_user(cluster, "ctl") as http:
+        for name in ("one", "two", "three"):
+            assert (await call(http, "POST", cm_path(ns), body=configmap(name)))[0] == 201
+    assert seen == [["one", "two"]]  # once, right after the second write was stored
+
+
+async def test_a_hold_delays_matching_requests_and_a_partition_never_serves_them(cluster: ClusterHandle) -> None:
+    server = cluster.require_server()
+    ns = cluster.namespace
+    faults = server.client_faults
+    faults.hold("ctl", path=r"/configmaps", writes_only=True, seconds=0.3)
+    faults.hold("ctl", path=r"/secrets")  # a partition: never served
+    loop = asyncio.get_running_loop()
+    async with as_user(cluster, "ctl") as http:
+        assert (await call(http, "GET", cm_path(ns)))[0] == 200  # reads are not held by a writes_only rule
+        assert faults.stats("ctl").delayed == 0
+        started = loop.time()
+        assert (await call(http, "POST", cm_path(ns), body=configmap("slow")))[0] == 201
+        assert loop.time() - started >= 0.3  # a lower bound: held, then served
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # the client gives up: nothing is stored, now or later
+                await call(http, "POST", f"/api/v1/namespaces/{ns}/secrets", body=secret)
+        await asyncio.sleep(0.3)
+        assert server.object_names("v1", "Secret", ns) == []
+        faults.release("ctl")
+        assert (await call(http, "POST", f"/api/v1/namespaces/{ns}/secrets", body=secret))[0] == 201
+    assert faults.stats("ctl").delayed == 2
+    async with cluster.session() as admin:  # other users are never held
+        assert (await call(admin, "GET", f"/api/v1/namespaces/{ns}/secrets"))[0] == 200

@@ -122,3 +122,28 @@ async def test_an_event_before_the_answer_costs_one_read() -> None:
     assert await writes.fresh(ks("10")) == ks("10")  # the cache shows it: trusted
     assert await writes.fresh(ks("12")) == ks("12")  # one read once it moved on without us seeing ours
     assert live.reads == 1
+
+
+async def test_first_read_live_reads_each_object_once_then_trusts_the_cache_that_shows_it() -> None:
+    """A standby that took over: its cache may miss the old leader's last writes (a stale inventory)."""
+    live = Live(ks("12"))
+    writes = OwnWrites(live, first_read_live=True)
+    assert await writes.fresh(ks("5")) == ks("12")  # the cache lags: the API server's copy
+    assert await writes.fresh(ks("7")) == ks("12")  # still behind what we read: read again
+    assert await writes.fresh(ks("12")) == ks("12")
+    writes.observed(ks("12"))
+    assert await writes.fresh(ks("12")) == ks("12")
+    assert await writes.fresh(ks("13")) == ks("13")  # a later change by someone else: trusted
+    assert live.reads == 2
+
+
+async def test_first_read_live_counts_our_own_write_as_a_read() -> None:
+    live = Live(ks("20"))
+    writes = OwnWrites(live, first_read_live=True)
+    await writes.patcher(Client(ks("20"))).patch("v1", "K", "app", "ns", {}, patch_type="merge")
+    writes.observed(ks("20"))
+    assert await writes.fresh(ks("20")) == ks("20")
+    assert live.reads == 0
+    writes.forget("ns", "app")  # gone, and created again: read it once more
+    assert await writes.fresh(ks("3")) == ks("20")
+    assert live.reads == 1

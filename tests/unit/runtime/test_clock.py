@@ -1,6 +1,8 @@
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from kustomize_controller.runtime.clock import FakeClock, RealClock
 
 
@@ -64,3 +66,35 @@ async def test_sleep_unless_returns_when_the_event_is_set_or_the_time_has_passed
         await asyncio.sleep(0)
     await clock.advance(5)
     assert await waiting is False
+
+
+async def test_within_returns_the_result_or_cancels_the_work_at_the_deadline() -> None:
+    from kustomize_controller.runtime.clock import within
+
+    clock, gate = FakeClock(), asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def work() -> str:
+        try:
+            await gate.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "done"
+
+    waiting = asyncio.create_task(within(clock, 5, work()))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    gate.set()
+    assert await waiting == "done"
+    assert clock.pending_sleepers == 0 and not cancelled
+    gate.clear()
+    waiting = asyncio.create_task(within(clock, 5, work()))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await clock.advance(4.5)
+    assert not waiting.done()
+    await clock.advance(0.5)
+    with pytest.raises(TimeoutError, match="not done within 5s"):
+        await waiting
+    assert cancelled == [True]  # the work was cancelled and waited for: nothing left running

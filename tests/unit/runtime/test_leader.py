@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry
 from kustomize_controller.runtime.clock import FakeClock
 from kustomize_controller.runtime.leader import LeaderElectionConfig, LeaderElectionLost, LeaderElector
 from kustomize_controller.runtime.metrics import RuntimeMetrics
+from tests.unit.loop import settle, until
 from tests.unit.runtime.fakeapi import FakeApi
 
 KEY = ("leases", "flux-system", "lock")
@@ -150,6 +151,70 @@ async def test_transient_failure_within_the_deadline_is_survived() -> None:
         await clock.advance(2)
     assert not hold.done()
     hold.cancel()
+
+
+async def test_hold_gives_up_at_the_renew_deadline_while_a_renewal_hangs() -> None:
+    """The deadline counts from the start of the last successful renewal, and a renewal still hanging then
+    (a request that has not timed out yet) does not keep the leader leading: a candidate that saw that
+    renewal may take over lease_duration later, and by then this one must have stopped."""
+    api, clock = FakeApi(), FakeClock()
+    a = elector(api, clock, "a")
+    await a.acquire()  # renewed at t0
+    t0 = clock.monotonic()
+    serve = api.transport._handler
+    hung = asyncio.Event()
+
+    def handler(req):  # every lease write from now on hangs (its real-time timeout is far away)
+        return hung.wait() if "leases" in req.url and req.method == "PUT" else serve(req)
+
+    api.transport._handler = handler
+    hold = asyncio.create_task(a.hold())
+    await settle()  # hold() sleeps its first retry period
+    await clock.advance(9.5)
+    assert not hold.done()
+    await clock.advance(0.5)
+    await until(hold.done, what="hold gave up")
+    assert clock.monotonic() == t0 + 10
+    with pytest.raises(LeaderElectionLost, match="not renewed within 10s"):
+        await hold
+
+
+async def test_hold_stops_at_once_when_the_lease_is_held_by_another() -> None:
+    api, clock, registry = FakeApi(), FakeClock(), CollectorRegistry()
+    a = elector(api, clock, "a", registry)
+    await a.acquire()
+    hold = asyncio.create_task(a.hold())
+    await settle()
+    await clock.advance(2)
+    assert not hold.done()
+    lease = api.objects[KEY]  # someone else's write: another holder, a new resourceVersion
+    lease["spec"]["holderIdentity"] = "b"
+    lease["metadata"]["resourceVersion"] = str(int(lease["metadata"]["resourceVersion"]) + 1000)
+    await clock.advance(2)  # the next renewal sees it: no waiting for the renew deadline
+    await until(hold.done, what="hold gave up")
+    with pytest.raises(LeaderElectionLost, match="lease flux-system/lock is held by b"):
+        await hold
+    assert registry.get_sample_value("leader_election_master_status", {"name": "lock"}) == 0
+
+
+async def test_a_deleted_lease_is_not_taken_while_its_holder_may_still_lead() -> None:
+    api, clock = FakeApi(), FakeClock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()  # b saw a's lease
+    del api.objects[KEY]  # `kubectl delete lease`
+    assert not await b.try_acquire_or_renew()
+    assert KEY not in api.objects  # a may still be reconciling: b waits for a's lease to expire
+    await clock.advance(2)
+    assert await a.try_acquire_or_renew()  # the holder re-creates it at its next renewal
+    assert spec(api)["holderIdentity"] == "a"
+    assert not await b.try_acquire_or_renew()
+    del api.objects[KEY]  # deleted again, and a is gone for good: b takes over once a's lease expired
+    await clock.advance(14)
+    assert not await b.try_acquire_or_renew()
+    await clock.advance(1.5)
+    assert await b.try_acquire_or_renew()
+    assert spec(api)["holderIdentity"] == "b"
 
 
 def test_config_validation_and_request_timeout() -> None:

@@ -193,3 +193,28 @@ async def test_graceful_stop_flushes_runnables_before_cancelling_them() -> None:
     await clock.advance(5)
     await until(run.done, what="manager stopped")
     assert run.result() == 0
+
+
+async def test_a_lost_lease_cancels_in_flight_reconciles_at_once_and_returns_1() -> None:
+    """Once the lease is lost the new leader may start: nothing of ours may run on (no grace period, no
+    queued key started, no lease release written)."""
+    clock = FakeClock()
+    election = LeaderElectionConfig(
+        name="lock", namespace="ns", identity="me", lease_duration=15, renew_deadline=10, retry_period=2
+    )
+    api, mgr, ctrl, rec = build(clock, grace=1000, election=election)
+    run = asyncio.create_task(mgr.run(handle_signals=False))
+    await until(lambda: mgr.is_leader, what="lease acquired")
+    ctrl.queue.add(Request("ns", "a"))
+    ctrl.queue.add(Request("ns", "b"))
+    await until(rec.started.is_set, what="reconcile of a started")
+    lease = api.objects[("leases", "ns", "lock")]  # taken over: another holder, a new resourceVersion
+    lease["spec"]["holderIdentity"] = "other"
+    lease["metadata"]["resourceVersion"] = "1000"
+    writes = len(api.writes())
+    await clock.advance(2)  # the next renewal finds it
+    await until(run.done, what="manager stopped")
+    assert run.result() == 1
+    assert rec.cancelled == 1 and rec.finished == 0  # a cancelled at once; b, queued, never started
+    assert [r.method for r in api.writes()[writes:]] == ["PUT"]  # the failed renewal only: no release
+    assert api.objects[("leases", "ns", "lock")]["spec"]["holderIdentity"] == "other"
