@@ -30,7 +30,7 @@ import functools
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,11 +79,11 @@ def expected_objects(i: int, rev: int) -> dict[tuple[str, str], dict[str, str]]:
     }
 
 
-def app_files(i: int, rev: int) -> dict[str, str]:
+def app_files(i: int, rev: int, *, namespace: str = APPS_NS) -> dict[str, str]:
     docs = []
     for (kind, name), data in expected_objects(i, rev).items():
         body = "".join(f"\n  {k}: \"{v}\"" for k, v in data.items())
-        docs.append(f"---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {APPS_NS}\n"
+        docs.append(f"---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
                     + (f"data:{body}\n" if data else ""))
     return {"kustomization.yaml": "resources:\n- app.yaml\n", "app.yaml": "".join(docs)}
 
@@ -103,13 +103,15 @@ class Divergence:
 
 
 def diverged(kustomizations: list[dict[str, Any]], objects: list[dict[str, Any]],
-             revisions: dict[int, tuple[int, str]]) -> Divergence:
-    """The oracle: ``revisions`` is app → (last revision number, its artifact revision string)."""
+             revisions: Mapping[int, tuple[int, str]], *,
+             namespace_of: Callable[[int], str] = lambda _: APPS_NS) -> Divergence:
+    """The oracle: ``revisions`` is app → (last revision number, its artifact revision string); the objects
+    of app ``i`` live in ``namespace_of(i)``."""
     out = Divergence()
-    want: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+    want: dict[tuple[str, str, str], tuple[str, dict[str, str]]] = {}
     for i, (rev, _) in revisions.items():
-        for key, data in expected_objects(i, rev).items():
-            want[key] = (f"app-{i}", data)
+        for (kind, name), data in expected_objects(i, rev).items():
+            want[(kind, namespace_of(i), name)] = (f"app-{i}", data)
     by_name = {ks["metadata"]["name"]: ks for ks in kustomizations}
     for i, (rev, revision) in revisions.items():
         name = f"app-{i}"
@@ -120,23 +122,23 @@ def diverged(kustomizations: list[dict[str, Any]], objects: list[dict[str, Any]]
             out.stuck.append(f"{name}: Ready={ready.get('status')} at {status.get('lastAppliedRevision')}")
             continue
         inventory = {tuple(e["id"].split("_")) for e in (status.get("inventory") or {}).get("entries") or []}
-        expected_ids = {(APPS_NS, n, "", kind) for kind, n in expected_objects(i, rev)}
+        expected_ids = {(namespace_of(i), n, "", kind) for kind, n in expected_objects(i, rev)}
         if inventory != expected_ids:
             out.stuck.append(f"{name}: inventory {sorted(inventory ^ expected_ids)} differs")
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for obj in objects:
         meta = obj["metadata"]
-        key = (obj["kind"], meta["name"])
+        key = (obj["kind"], meta.get("namespace", APPS_NS), meta["name"])
         labels = meta.get("labels") or {}
         if labels.get(NAMESPACE_LABEL) != FLUX_NS or NAME_LABEL not in labels:
             continue
         if key not in want or want[key][0] != labels[NAME_LABEL]:
-            out.orphaned.append(f"{key[0]}/{APPS_NS}/{key[1]}")
+            out.orphaned.append("/".join(key))
             continue
         seen.add(key)
         if (obj.get("data") or {}) != want[key][1]:
-            out.lost.append(f"{key[0]}/{APPS_NS}/{key[1]}: data {obj.get('data')}")
-    out.lost += [f"{kind}/{APPS_NS}/{name}: absent" for kind, name in sorted(set(want) - seen)]
+            out.lost.append(f"{'/'.join(key)}: data {obj.get('data')}")
+    out.lost += [f"{'/'.join(key)}: absent" for key in sorted(set(want) - seen)]
     return out
 
 

@@ -282,12 +282,19 @@ class ControlPlane:
             raise ControlPlaneError("the control plane is not started")
         return ssl.create_default_context(cadata=self.pki.ca_pem().decode())
 
-    def _write_kubeconfig(self, path: Path, *, user: dict[str, str]) -> None:
+    def write_kubeconfig(self, path: Path, *, token: str, server: str | None = None) -> Path:
+        """A kubeconfig at ``path`` for a bearer ``token`` (e.g. a ServiceAccount's, from a TokenRequest),
+        trusting the control plane's CA, for ``server`` (default the API server; e.g. a proxy in front of
+        it on 127.0.0.1, which the serving certificate names)."""
+        self._write_kubeconfig(path, user={"token": token}, server=server)
+        return path
+
+    def _write_kubeconfig(self, path: Path, *, user: dict[str, str], server: str | None = None) -> None:
         assert self.pki is not None
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "controlplane", "preferences": {},
             "clusters": [{"name": "controlplane", "cluster": {
-                "server": self.url,
+                "server": server or self.url,
                 "certificate-authority-data": base64.b64encode(self.pki.ca_pem()).decode()}}],
             "users": [{"name": "user", "user": user}],
             "contexts": [{"name": "controlplane", "context": {"cluster": "controlplane", "user": "user"}}],
