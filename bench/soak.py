@@ -100,6 +100,9 @@ rules:
   verbs: ["delete"]
 - level: Metadata
 """
+# audit events written before the answer (a crashed server loses none it answered); 150 seats in all, so that
+# the storm's priority level has 1 (ceil(150 * 1 / 246 nominal shares)) and a second request at once is a 429
+APISERVER_ARGS = ("--audit-log-mode=blocking", "--max-requests-inflight=100", "--max-mutating-requests-inflight=50")
 _PENDING = re.compile(r"Approval required for revision (.+?): plan ([0-9a-f]{12})")
 
 
@@ -326,7 +329,7 @@ class Soak:
     async def run(self, into: dict[str, float]) -> None:
         plan = self.plan
         plane = ControlPlane(assets=self.assets, workdir=self.workdir / "controlplane", audit_policy=AUDIT_POLICY,
-                             apiserver_args=("--audit-log-mode=blocking",))
+                             apiserver_args=APISERVER_ARGS)
         await asyncio.to_thread(plane.start)
         client = KubeClient(config=await load_kubeconfig(str(plane.admin_kubeconfig)), qps=-1, burst=-1)
         port = int(plane.url.rsplit(":", 1)[1])

@@ -6,12 +6,13 @@ from API priority and fairness, and the controller process as a kubelet would ru
   controller process, as a kubelet projects a token before it starts a container (so a restart never
   waits for the API server). Each token's ``jti`` is the ``credential-id`` the audit log records for its
   requests: the log tells the processes apart.
-- ``Storms``: a PriorityLevelConfiguration ``soak-storm`` (Limited, 1 nominal share — about 3 seats of
-  the server's 600 —, nothing lent or borrowed, ``Reject``: no queue) always there, and a FlowSchema
+- ``Storms``: a PriorityLevelConfiguration ``soak-storm`` (Limited, 1 nominal share — 1 seat of the 150 the
+  soak's API server has —, nothing lent or borrowed, ``Reject``: no queue) always there, and a FlowSchema
   ``soak-storm`` that sends every request of that ServiceAccount to it, created to start a storm and deleted
-  to end it. The controller runs 10 workers plus its informers; beyond 3 requests at once the server
-  answers 429 with ``Retry-After``, for real. ``windows`` records when each storm was on, as confirmed by
-  the API (the server applies the change through its own informer, a moment later).
+  to end it. The controller runs 10 workers plus its informers; a second request at once gets a 429 with
+  ``Retry-After`` from the server, for real (its leader election's too). ``windows`` records when each
+  storm was on, as confirmed by the API (the server applies the change through its own informer, a moment
+  later).
 - ``Supervisor``: runs ``python -m kustomize_controller`` with the next token (through the proxy), restarts
   it 2 s after it exits by itself (a lost lease, a crash: counted with the exit code) and ``kill()`` SIGKILLs
   it and starts the next one after the delay given. Its CPU and peak RSS are read from ``/proc`` every few
