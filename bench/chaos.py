@@ -142,6 +142,21 @@ def diverged(kustomizations: list[dict[str, Any]], objects: list[dict[str, Any]]
     return out
 
 
+async def converge(snapshot: Callable[[], Awaitable[Divergence]], *, within: float, label: str,
+                   every: float = 1.0, report_every: float = 15.0) -> tuple[float, Divergence]:
+    """Poll ``snapshot`` every ``every`` s until it finds no divergence or ``within`` s passed; returns the
+    seconds it took and the last divergence (printed every ``report_every`` s meanwhile)."""
+    started = reported = time.monotonic()
+    while True:
+        found = await snapshot()
+        if not found or time.monotonic() - started > within:
+            return time.monotonic() - started, found
+        if time.monotonic() - reported >= report_every:
+            reported = time.monotonic()
+            print(f"[{label}] {reported - started:.0f} s: {found.summary()}", flush=True)
+        await asyncio.sleep(every)
+
+
 async def retrying(call: Callable[[], Awaitable[T]], *, within: float = 120.0) -> T:
     """The driver's own requests, through restarts and shedding."""
     deadline = time.monotonic() + within
@@ -192,15 +207,7 @@ class Chaos:
         return diverged(kss, objects, self.revisions)
 
     async def converge(self, client: KubeClient, *, within: float) -> tuple[float, Divergence]:
-        started = reported = time.monotonic()
-        while True:
-            found = await self.snapshot(client)
-            if not found or time.monotonic() - started > within:
-                return time.monotonic() - started, found
-            if time.monotonic() - reported >= 15:
-                reported = time.monotonic()
-                print(f"[chaos] {reported - started:.0f} s: {found.summary()}", flush=True)
-            await asyncio.sleep(1.0)
+        return await converge(functools.partial(self.snapshot, client), within=within, label="chaos")
 
     async def faults_loop(self, server: ApiServer, started: float) -> None:
         for at, kind in self.plan.schedule():

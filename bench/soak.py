@@ -60,7 +60,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.chaos import Divergence, app_files, diverged, expected_objects, retrying
+from bench.chaos import Divergence, app_files, converge, diverged, expected_objects, retrying
 from bench.procs import ControllerProcess, cpu_seconds
 from bench.soak_audit import (
     Approval,
@@ -302,15 +302,8 @@ class Soak:
         return diverged(kss, objects, self.revisions, namespace_of=self.namespace_of)
 
     async def converge(self, client: KubeClient, *, within: float) -> tuple[float, Divergence]:
-        started = reported = time.monotonic()
-        while True:
-            found = await self.snapshot(client)
-            if not found or time.monotonic() - started > within:
-                return time.monotonic() - started, found
-            if time.monotonic() - reported >= 30:
-                reported = time.monotonic()
-                print(f"[soak] {reported - started:.0f} s: {found.summary()}", flush=True)
-            await asyncio.sleep(2.0)
+        return await converge(functools.partial(self.snapshot, client), within=within, label="soak", every=2.0,
+                              report_every=30.0)
 
     async def sample_control_plane(self, plane: ControlPlane) -> None:
         while True:
