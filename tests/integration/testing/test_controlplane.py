@@ -61,6 +61,7 @@ def test_a_real_control_plane_starts_serves_and_leaves_nothing() -> None:
     assert not workdir.exists()
 
 
+@pytest.mark.timeout(300)  # a start and two restarts: ~15 s each on a quiet machine, several times that on a busy one
 def test_the_api_server_restarts_on_the_same_address_with_its_data() -> None:
     with ControlPlane(assets=Path(os.environ["KUBE_ASSETS"]), controller_manager=False) as plane:
         config = plane.admin_kubeconfig
