@@ -30,7 +30,7 @@ import functools
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,11 +79,11 @@ def expected_objects(i: int, rev: int) -> dict[tuple[str, str], dict[str, str]]:
     }
 
 
-def app_files(i: int, rev: int) -> dict[str, str]:
+def app_files(i: int, rev: int, *, namespace: str = APPS_NS) -> dict[str, str]:
     docs = []
     for (kind, name), data in expected_objects(i, rev).items():
         body = "".join(f"\n  {k}: \"{v}\"" for k, v in data.items())
-        docs.append(f"---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {APPS_NS}\n"
+        docs.append(f"---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
                     + (f"data:{body}\n" if data else ""))
     return {"kustomization.yaml": "resources:\n- app.yaml\n", "app.yaml": "".join(docs)}
 
@@ -103,13 +103,15 @@ class Divergence:
 
 
 def diverged(kustomizations: list[dict[str, Any]], objects: list[dict[str, Any]],
-             revisions: dict[int, tuple[int, str]]) -> Divergence:
-    """The oracle: ``revisions`` is app → (last revision number, its artifact revision string)."""
+             revisions: Mapping[int, tuple[int, str]], *,
+             namespace_of: Callable[[int], str] = lambda _: APPS_NS) -> Divergence:
+    """The oracle: ``revisions`` is app → (last revision number, its artifact revision string); the objects
+    of app ``i`` live in ``namespace_of(i)``."""
     out = Divergence()
-    want: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+    want: dict[tuple[str, str, str], tuple[str, dict[str, str]]] = {}
     for i, (rev, _) in revisions.items():
-        for key, data in expected_objects(i, rev).items():
-            want[key] = (f"app-{i}", data)
+        for (kind, name), data in expected_objects(i, rev).items():
+            want[(kind, namespace_of(i), name)] = (f"app-{i}", data)
     by_name = {ks["metadata"]["name"]: ks for ks in kustomizations}
     for i, (rev, revision) in revisions.items():
         name = f"app-{i}"
@@ -120,24 +122,39 @@ def diverged(kustomizations: list[dict[str, Any]], objects: list[dict[str, Any]]
             out.stuck.append(f"{name}: Ready={ready.get('status')} at {status.get('lastAppliedRevision')}")
             continue
         inventory = {tuple(e["id"].split("_")) for e in (status.get("inventory") or {}).get("entries") or []}
-        expected_ids = {(APPS_NS, n, "", kind) for kind, n in expected_objects(i, rev)}
+        expected_ids = {(namespace_of(i), n, "", kind) for kind, n in expected_objects(i, rev)}
         if inventory != expected_ids:
             out.stuck.append(f"{name}: inventory {sorted(inventory ^ expected_ids)} differs")
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for obj in objects:
         meta = obj["metadata"]
-        key = (obj["kind"], meta["name"])
+        key = (obj["kind"], meta.get("namespace", APPS_NS), meta["name"])
         labels = meta.get("labels") or {}
         if labels.get(NAMESPACE_LABEL) != FLUX_NS or NAME_LABEL not in labels:
             continue
         if key not in want or want[key][0] != labels[NAME_LABEL]:
-            out.orphaned.append(f"{key[0]}/{APPS_NS}/{key[1]}")
+            out.orphaned.append("/".join(key))
             continue
         seen.add(key)
         if (obj.get("data") or {}) != want[key][1]:
-            out.lost.append(f"{key[0]}/{APPS_NS}/{key[1]}: data {obj.get('data')}")
-    out.lost += [f"{kind}/{APPS_NS}/{name}: absent" for kind, name in sorted(set(want) - seen)]
+            out.lost.append(f"{'/'.join(key)}: data {obj.get('data')}")
+    out.lost += [f"{'/'.join(key)}: absent" for key in sorted(set(want) - seen)]
     return out
+
+
+async def converge(snapshot: Callable[[], Awaitable[Divergence]], *, within: float, label: str,
+                   every: float = 1.0, report_every: float = 15.0) -> tuple[float, Divergence]:
+    """Poll ``snapshot`` every ``every`` s until it finds no divergence or ``within`` s passed; returns the
+    seconds it took and the last divergence (printed every ``report_every`` s meanwhile)."""
+    started = reported = time.monotonic()
+    while True:
+        found = await snapshot()
+        if not found or time.monotonic() - started > within:
+            return time.monotonic() - started, found
+        if time.monotonic() - reported >= report_every:
+            reported = time.monotonic()
+            print(f"[{label}] {reported - started:.0f} s: {found.summary()}", flush=True)
+        await asyncio.sleep(every)
 
 
 async def retrying(call: Callable[[], Awaitable[T]], *, within: float = 120.0) -> T:
@@ -190,15 +207,7 @@ class Chaos:
         return diverged(kss, objects, self.revisions)
 
     async def converge(self, client: KubeClient, *, within: float) -> tuple[float, Divergence]:
-        started = reported = time.monotonic()
-        while True:
-            found = await self.snapshot(client)
-            if not found or time.monotonic() - started > within:
-                return time.monotonic() - started, found
-            if time.monotonic() - reported >= 15:
-                reported = time.monotonic()
-                print(f"[chaos] {reported - started:.0f} s: {found.summary()}", flush=True)
-            await asyncio.sleep(1.0)
+        return await converge(functools.partial(self.snapshot, client), within=within, label="chaos")
 
     async def faults_loop(self, server: ApiServer, started: float) -> None:
         for at, kind in self.plan.schedule():

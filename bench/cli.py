@@ -26,14 +26,26 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, ui, workload
+from bench import (
+    chaos,
+    health_waits,
+    key_services,
+    monorepo,
+    report,
+    request_counts,
+    scale,
+    scenarios,
+    soak,
+    ui,
+    workload,
+)
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
     "chaos",
 )
 # not in the default run (tens of minutes at 10,000 on 2 cores): ask for it with --scenarios scale
-OPTIONAL = ("scale", "ui")
+OPTIONAL = ("scale", "ui", "soak")
 
 
 def _sizes(text: str) -> list[int]:
@@ -91,6 +103,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--chaos-seed", type=int, default=25, help="seed of the chaos soak's fault schedule (25)")
     p.add_argument("--chaos-throttle-share", type=float, default=0.1,
                    help="share of API requests shed with 429 during the chaos soak (0.1)")
+    p.add_argument("--soak-size", type=int, default=None,
+                   help="Kustomizations of the soak on a real control plane (issue 38; needs KUBE_ASSETS; 300)")
+    p.add_argument("--soak-duration", type=float, default=None, help="seconds of faults in the soak (1800)")
+    p.add_argument("--soak-fault-every", type=float, default=None, help="mean seconds between the soak's faults (30)")
+    p.add_argument("--soak-seed", type=int, default=38, help="seed of the soak's fault schedule (38)")
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
@@ -134,6 +151,14 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "fault_every": 5.0 if quick else 10.0,
             "throttle_share": args.chaos_throttle_share,
             "seed": args.chaos_seed,
+            "converge_within": 300.0 if quick else 900.0,
+        },
+        "soak": {
+            "size": args.soak_size or (30 if quick else 300),
+            "duration": args.soak_duration or (120.0 if quick else 1800.0),
+            "revision_every": 15.0 if quick else 30.0,
+            "fault_every": args.soak_fault_every or (10.0 if quick else 30.0),
+            "seed": args.soak_seed,
             "converge_within": 300.0 if quick else 900.0,
         },
         "ui_size": args.ui_size or (100 if quick else 1000),
@@ -224,6 +249,10 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
         plan = chaos.ChaosPlan(**p["chaos"])
         await record("chaos", plan.size,
                      lambda m: chaos.chaos(plan, workdir=workdir, flags=p["controller_flags"], into=m))
+    # issue 38: the chaos soak on a real control plane from KUBE_ASSETS (tens of minutes; bench/soak.py)
+    if "soak" in wanted:
+        soak_plan = soak.SoakPlan(**p.get("soak", {}))
+        await record("soak", soak_plan.size, lambda m: soak.soak(soak_plan, workdir=workdir, into=m))
     return results
 
 

@@ -219,8 +219,10 @@ class ControllerProcess:
 
     def __init__(self, *, kubeconfig: str, flags: list[str], workdir: Path, name: str = "controller",
                  runtime_namespace: str = "flux-system", module: str = "kustomize_controller",
-                 profile_dir: Path | None = None, cpus: frozenset[int] | None = None) -> None:
+                 profile_dir: Path | None = None, cpus: frozenset[int] | None = None,
+                 log_level: str | None = None) -> None:
         self.kubeconfig = kubeconfig
+        self.log_level = log_level or os.environ.get("BENCH_LOG_LEVEL", "error")
         self.cpus = cpus  # None: every CPU of the driver
         self.flags = flags
         self.workdir = workdir
@@ -258,7 +260,7 @@ class ControllerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             *wrapper, sys.executable, "-m", self.module, "--kubeconfig", self.kubeconfig,
             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{self.health_port}",
-            "--webhook-addr", "127.0.0.1:0", "--log-level", os.environ.get("BENCH_LOG_LEVEL", "error"), *self.flags,
+            "--webhook-addr", "127.0.0.1:0", "--log-level", self.log_level, *self.flags,
             stdout=log, stderr=log, env=env, cwd=str(REPO_ROOT), preexec_fn=_pinned(self.cpus),
         )
         log.close()

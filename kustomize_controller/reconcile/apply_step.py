@@ -11,6 +11,8 @@ the old inventory plus those objects is written to the status (so that a control
 still prunes them later); after a successful apply the inventory is exactly the applied set (survivors
 of a failed prune are merged back); after a failed apply it is the old one plus what the partial apply
 wrote and the object whose write failed unless the server refused it (``ApplyFailedError.maybe_stored``).
+While the prune runs the inventory also lists the stale objects (a status written meanwhile must not
+drop one not yet deleted); after a failed prune it is the new one plus the survivors.
 
 Progress publication: a reconcile that re-verifies the revision already applied (``reverifying``:
 Ready=True for the current generation and ``lastAppliedRevision`` equal to the artifact's) keeps its
@@ -359,6 +361,10 @@ class ApplyStep:
         ks.status.inventory = new_inventory
         stale = stale_objects(old_inventory, new_inventory)
         if ks.spec.prune and stale:
+            # Until the prune ends, the stale objects stay listed: a status written meanwhile (the progress
+            # timer's) must not drop them, or a prune that then fails, with its final status write failing
+            # too (a dying controller, a restarting API server), leaves them in no inventory, for ever.
+            ks.status.inventory = merge_survivors(new_inventory, stale, ChangeSet())
             try:
                 pruned = await delete_all(client, stale, owner=owner_labels(name, namespace),
                                           already_gone=log_already_gone)
@@ -368,6 +374,7 @@ class ApplyStep:
                     approval_used(ctx)
                 self._history(ctx, result.digest, Reason.PRUNE_FAILED)
                 self._fail(ctx, Reason.PRUNE_FAILED, str(err))
+            ks.status.inventory = new_inventory
             if pruned:
                 ctx.hold_progress = False
                 _log.info(f"garbage collection completed: {pruned}")

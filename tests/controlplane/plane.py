@@ -19,6 +19,10 @@ ServiceAccount exists (its controllers run). ``admin_kubeconfig`` authenticates 
 of a ``system:masters`` user. ``stop()`` ends the processes (SIGTERM, then SIGKILL after a grace period)
 and removes the work directory; the children also get SIGKILL should the process that started them die
 (``PR_SET_PDEATHSIG``), so nothing outlives its owner. Both are idempotent; the class is a context manager.
+
+``restart_apiserver()`` stops kube-apiserver (gracefully or as a crash) and starts it again on the same
+address with the same flags and certificates while etcd keeps the data (the soak's API-server restarts,
+bench/soak.py); ``audit_policy`` replaces the audit policy (e.g. request bodies of some writes).
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ class _Proc:
         if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM if grace > 0 else signal.SIGKILL)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
@@ -127,12 +131,14 @@ class ControlPlane:
     workdir: Path | None = None  # default: a fresh temporary directory, removed by stop()
     controller_manager: bool = True  # start it when the binary is there
     audit: bool = True
+    audit_policy: str = AUDIT_POLICY  # e.g. request bodies (level Request) for some resources
     apiserver_args: tuple[str, ...] = ()  # extra kube-apiserver flags (e.g. for the bench)
     keep: bool = False  # leave the work directory (logs, audit log) for a post-mortem
     url: str = ""
     pki: Pki | None = None
     _procs: list[_Proc] = field(default_factory=list)
     _owned_dir: bool = False
+    _env: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ paths
     @property
@@ -180,7 +186,7 @@ class ControlPlane:
         (workdir / "logs").mkdir(parents=True, exist_ok=True)
         self.pki = pki = make_pki(workdir / "pki")
         deadline = time.monotonic() + within
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
+        self._env = env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
 
         client_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{client_port}"
@@ -198,7 +204,7 @@ class ControlPlane:
 
         port = free_port()
         self.url = f"https://127.0.0.1:{port}"
-        (workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        (workdir / "audit-policy.yaml").write_text(self.audit_policy)
         audit = ([f"--audit-policy-file={workdir / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
                   "--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-mode=batch"]
                  if self.audit else [])
@@ -241,6 +247,26 @@ class ControlPlane:
             self._wait(kcm, lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"), deadline,
                        "kube-controller-manager (the default ServiceAccount)")
 
+    def restart_apiserver(self, *, grace: float = 15.0, down_for: float = 0.0, within: float = 120.0) -> float:
+        """Stop kube-apiserver and start it again on the same port with the same flags and certificates;
+        etcd keeps the data, the controller manager and every client reconnect.
+
+        The stop is SIGTERM, then SIGKILL after ``grace`` seconds; ``grace=0`` is SIGKILL at once (a crash:
+        requests in flight are cut, the audit log's unwritten batch is lost). On SIGTERM kube-apiserver
+        stops listening at once and ends its requests, but waits for long-running ones (watches) until its
+        own shutdown timeout (60 s, measured on v1.36.3): ``grace`` is how long a kubelet would give it. It
+        stays down ``down_for`` seconds more. Returns the seconds from the stop to ``/readyz`` answering
+        again. Blocks: call it from a thread in asyncio code."""
+        proc = next((p for p in self._procs if p.name == "kube-apiserver"), None)
+        if proc is None:
+            raise ControlPlaneError("the control plane is not started")
+        started = time.monotonic()
+        proc.stop(grace)
+        time.sleep(down_for)
+        proc.start(self._env)
+        self._wait(proc, lambda: self._api_ok("/readyz"), time.monotonic() + within, "kube-apiserver /readyz")
+        return time.monotonic() - started
+
     def stop(self, *, grace: float = 15.0) -> None:
         for proc in reversed(self._procs):  # the controller manager first, etcd last
             proc.stop(grace)
@@ -256,12 +282,19 @@ class ControlPlane:
             raise ControlPlaneError("the control plane is not started")
         return ssl.create_default_context(cadata=self.pki.ca_pem().decode())
 
-    def _write_kubeconfig(self, path: Path, *, user: dict[str, str]) -> None:
+    def write_kubeconfig(self, path: Path, *, token: str, server: str | None = None) -> Path:
+        """A kubeconfig at ``path`` for a bearer ``token`` (e.g. a ServiceAccount's, from a TokenRequest),
+        trusting the control plane's CA, for ``server`` (default the API server; e.g. a proxy in front of
+        it on 127.0.0.1, which the serving certificate names)."""
+        self._write_kubeconfig(path, user={"token": token}, server=server)
+        return path
+
+    def _write_kubeconfig(self, path: Path, *, user: dict[str, str], server: str | None = None) -> None:
         assert self.pki is not None
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "controlplane", "preferences": {},
             "clusters": [{"name": "controlplane", "cluster": {
-                "server": self.url,
+                "server": server or self.url,
                 "certificate-authority-data": base64.b64encode(self.pki.ca_pem()).decode()}}],
             "users": [{"name": "user", "user": user}],
             "contexts": [{"name": "controlplane", "context": {"cluster": "controlplane", "user": "user"}}],

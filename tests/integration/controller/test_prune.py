@@ -101,6 +101,59 @@ async def test_objects_applied_by_a_controller_killed_before_its_status_write_ar
     assert not await env.exists("v1", "ConfigMap", "b")
 
 
+async def test_a_status_written_during_the_prune_keeps_what_is_being_pruned_in_the_inventory(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the soak on a real control plane (issue 38): revision 2 drops "b"; while the prune runs a
+    progress status is written (the progress timer, ``--progress-status-delay``, fires whenever the
+    reconcile has run that long); the prune then fails and the final status write fails too (the controller
+    dies, or the API server restarting answers 403 before its RBAC cache is filled). The status on the
+    server listed only "a": the next reconcile found nothing stale and "b" stayed for ever, labelled as ours.
+    Whatever is written while the prune runs must still list what it prunes."""
+    import asyncio
+
+    from kustomize_controller.reconcile import apply_step
+    from kustomize_controller.reconcile.apply_step import ApplyStep
+
+    ns = env.namespace
+    await env.publish({"a.yaml": configmap("a"), "b.yaml": configmap("b")})
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns))
+    await env.wait_ready()
+
+    contexts: list[object] = []
+    original_step = ApplyStep._apply_and_check
+    original_prune = apply_step.delete_all
+    written = asyncio.Event()
+
+    async def remember_context(self: ApplyStep, ctx: object, *args: object, **kwargs: object) -> None:
+        contexts.append(ctx)
+        await original_step(self, ctx, *args, **kwargs)  # type: ignore[arg-type]
+
+    async def progress_then_die(*args: object, **kwargs: object) -> object:
+        ctx = contexts[-1]
+        await ctx.patcher.patch(ctx.ks)  # type: ignore[attr-defined]  # the progress timer's write, here at once
+        written.set()
+        await asyncio.Event().wait()  # as good as dead: the prune never ends, no final status
+        return None
+
+    monkeypatch.setattr(ApplyStep, "_apply_and_check", remember_context)
+    monkeypatch.setattr(apply_step, "delete_all", progress_then_die)
+    second = await env.publish({"a.yaml": configmap("a")})
+    await asyncio.wait_for(written.wait(), 60)
+    await env.stop()
+    stored = await env.get_ks()
+    assert [e["id"] for e in stored["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap",
+                                                                           f"{ns}_b__ConfigMap"]
+    monkeypatch.setattr(ApplyStep, "_apply_and_check", original_step)
+    monkeypatch.setattr(apply_step, "delete_all", original_prune)
+
+    await env.start()
+    obj = await env.wait_ready(revision=second["revision"])
+    assert [e["id"] for e in obj["status"]["inventory"]["entries"]] == [f"{ns}_a__ConfigMap"]
+    assert not await env.exists("v1", "ConfigMap", "b")
+
+
 async def test_an_object_whose_apply_answer_was_lost_stays_in_the_inventory_and_is_pruned_later(
     env: ControllerEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,3 +59,20 @@ def test_a_real_control_plane_starts_serves_and_leaves_nothing() -> None:
     for pid in pids.values():
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     assert not workdir.exists()
+
+
+@pytest.mark.timeout(300)  # a start and two restarts: ~15 s each on a quiet machine, several times that on a busy one
+def test_the_api_server_restarts_on_the_same_address_with_its_data() -> None:
+    with ControlPlane(assets=Path(os.environ["KUBE_ASSETS"]), controller_manager=False) as plane:
+        config = plane.admin_kubeconfig
+        kubectl(config, "create", "configmap", "kept", "-n", "default", "--from-literal=k=v")
+        before = plane.pids()["kube-apiserver"]
+        for grace in (0.0, 5.0):  # a crash, then a graceful stop (SIGKILL after 5 s if watches hold it)
+            took = plane.restart_apiserver(grace=grace)
+            assert 0 < took < 120
+            assert plane.pids()["kube-apiserver"] != before
+            before = plane.pids()["kube-apiserver"]
+            # the same URL, CA and token; etcd kept the data
+            assert kubectl(config, "get", "configmap", "kept", "-n", "default", "-o", "jsonpath={.data.k}") == "v"
+            kubectl(config, "create", "configmap", f"after-{int(grace)}", "-n", "default")
+        assert '"after-5"' in plane.audit_log.read_text()  # the restarted server audits into the same file

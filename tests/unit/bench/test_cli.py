@@ -49,6 +49,8 @@ def test_default_plan() -> None:
         "ui_size": 1000,
         "chaos": {"size": 300, "duration": 120.0, "revision_every": 15.0, "fault_every": 10.0, "throttle_share": 0.1,
                   "seed": 25, "converge_within": 900.0},
+        "soak": {"size": 300, "duration": 1800.0, "revision_every": 30.0, "fault_every": 30.0, "seed": 38,
+                 "converge_within": 900.0},
         "wait": False,
         "controller_flags": scenarios.DEFAULT_FLAGS,
         "quick": False,
