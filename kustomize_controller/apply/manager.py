@@ -34,7 +34,12 @@ With a ``VerifiedApplies`` (``verified=``, kept by the caller across reconciles)
 dry-run of an object whose live ``uid``/``resourceVersion`` and desired manifest are the same as at the
 last dry-run that proved it unchanged, and plans it ``unchanged``: a no-op costs one GET per object.
 Without it (the default) every object is dry-run, as upstream. See ``verified.py`` for why drift
-correction stays correct.
+correction stays correct. With ``options.expected`` and ``options.owner`` too, the expected objects of
+one apiVersion, kind and namespace that the memory holds a proof of are read with one metadata-only
+list selected by the owner labels when they are at least ``LIST_MIN_OBJECTS`` (the proof needs only
+metadata): a no-op of such a group costs one request per 500 objects. Whatever the list does not
+prove — not listed (deleted, labels edited), changed, excluded — and every smaller group, a failing
+list included, is read whole with its own GET, as without it.
 
 ``plan_all(objects, options)`` runs the same phase A (one function, ``_validate_all``) for every object
 and returns what would happen (``PlannedObject``: action, live object, dry-run result, recreate, the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kustomize_controller.apply.detect_only import DriftPolicy
@@ -33,3 +34,7 @@ class ApplyOptions:
     # Objects expected to exist (the previous inventory). ``None``: GET every object first, as upstream.
     # Otherwise an object not in it is dry-run first, and read only if the dry-run shows it exists.
     expected: frozenset[ObjRef] | None = None
+    # The labels every object of the set carries (``selectors.owner_labels``). With ``expected`` and a
+    # ``VerifiedApplies``, the expected objects of a large group (one kind in one namespace) that the memory
+    # can prove are read with one metadata-only list selected by them, not one GET each (``plan.py``).
+    owner: Mapping[str, str] | None = None

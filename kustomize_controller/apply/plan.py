@@ -35,6 +35,10 @@ from kustomize_controller.kube.errors import ApiError, KubeError, NotFoundError
 from kustomize_controller.runtime.clock import Clock
 
 _IMMUTABLE_MESSAGE = re.compile(r"is\simmutable|immutable\sfield")
+# The smallest group of remembered objects (one kind, one namespace) read with a list instead of one GET
+# each. A list is served by scanning every object of that kind in the namespace: a few objects in a crowded
+# namespace (thousands of Kustomizations of four objects each in one) are cheaper to GET.
+LIST_MIN_OBJECTS = 16
 
 
 def is_immutable_error(err: BaseException) -> bool:
@@ -112,6 +116,7 @@ class Plan:
     fingerprint: str = ""
     held: HeldDrift | None = None
     dry_run: Object | None = None
+    listed: Object | None = None  # its metadata from the group's list (``Planning._list_live``)
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,7 @@ class Planning(Engine):
         cancelled and the queued ones never start. Those before it run on, so the failure that counts
         is still the first in apply order, as if every object had been validated."""
         context = self._fingerprint_context(options)
+        await self._list_live(plans, options)
         gate = asyncio.Semaphore(self.concurrency)
         failures: dict[int, Exception] = {}
         tasks: list[asyncio.Task[None]] = []
@@ -203,6 +209,52 @@ class Planning(Engine):
         async with asyncio.TaskGroup() as group:
             tasks.extend(group.create_task(validate(i, p)) for i, p in enumerate(plans))
         return failures
+
+    async def _list_live(self, plans: Sequence[Plan], options: ApplyOptions) -> None:
+        """Read the metadata of large groups of remembered objects with one list each (module contract).
+
+        A group is the expected objects of one apiVersion, kind and namespace that the verified memory
+        has a proof of; one of at least ``LIST_MIN_OBJECTS`` is listed, metadata only, selected by the
+        owner labels, and each member found gets it as ``plan.listed``. A failing list, a member not
+        found (deleted, or its owner labels edited) and every smaller group are read whole, one GET each,
+        as without the list: their outcome and errors come from there."""
+        verified, expected, owner = self.verified, options.expected, options.owner
+        if verified is None or not expected or not owner:
+            return
+        groups: dict[tuple[str, str, str], list[Plan]] = {}
+        for plan in plans:
+            if plan.ref in expected and verified.knows(plan.ref):
+                key = (str(plan.desired.get("apiVersion") or ""), plan.ref.kind, plan.ref.namespace)
+                groups.setdefault(key, []).append(plan)
+        selector = ",".join(f"{key}={value}" for key, value in sorted(owner.items()))
+        for (api_version, kind, namespace), members in groups.items():
+            if len(members) < LIST_MIN_OBJECTS:
+                continue
+            try:
+                items = await self.client.list(api_version, kind, namespace or None, label_selector=selector,
+                                               metadata_only=True)
+            except (KubeError, ValueError):
+                continue
+            found = {(str(metadata(i).get("namespace") or ""), str(metadata(i).get("name") or "")): i for i in items}
+            for plan in members:
+                plan.listed = found.get((plan.ref.namespace, plan.ref.name))
+
+    def _proven_by_list(self, plan: Plan, options: ApplyOptions) -> bool:
+        """Planned ``unchanged`` from its listed metadata when the memory proves it (``verified.py``: the
+        proof is the object's metadata); skip rules and anything unproven are decided from the object read
+        whole, as without the list."""
+        live, verified = plan.listed, self.verified
+        if live is None or verified is None:
+            return False
+        desired = plan.desired
+        if (any_in_metadata(desired, options.exclusion_selector) or any_in_metadata(live, options.exclusion_selector)
+                or any_in_metadata(desired, options.if_not_present_selector)):
+            return False
+        if not verified.is_verified(plan.ref, plan.fingerprint, live):
+            return False
+        plan.live = live
+        plan.entry = ChangeSetEntry.for_object(live, Action.UNCHANGED)
+        return True
 
     def _fingerprint_context(self, options: ApplyOptions) -> str:
         """Everything besides the manifest that shapes an unchanged plan (see verified.py)."""
@@ -226,6 +278,8 @@ class Planning(Engine):
         strip_invalid_ca_bundle(desired)
         if self.verified is not None:
             plan.fingerprint = fingerprint(desired, context=context)
+        if self._proven_by_list(plan, options):
+            return
         probed: Object | None = None
         if self._probe_first(plan, options):
             try:

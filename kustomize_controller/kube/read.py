@@ -87,8 +87,9 @@ class ReadVerbs(RequestBase):
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[dict[str, Any]]:
-        """Every object of a kind (following ``continue`` tokens)."""
+        """Every object of a kind (following ``continue`` tokens); ``metadata_only`` as for ``list_page``."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -99,6 +100,7 @@ class ReadVerbs(RequestBase):
                 label_selector=label_selector,
                 field_selector=field_selector,
                 continue_token=token,
+                metadata_only=metadata_only,
             )
             items.extend(page["items"])
             token = (page.get("metadata") or {}).get("continue") or None

@@ -1,0 +1,203 @@
+"""Issue 36, the apply side: what the apply engine and a reconcile cost, in requests and seconds.
+
+    python -m bench.apply_side engine --objects 5000 [--json FILE]
+        One Kustomization's objects (``objects`` ConfigMaps, the issue's workload) through the apply
+        engine in this process, configured as the reconciler configures it (one ``VerifiedApplies``, the
+        previous inventory as ``expected``), phase by phase: ``cold`` (nothing exists), ``noop1`` (the
+        interval after it), ``noop2``, ``change`` (one object's data changed), ``drift`` (one object
+        edited out of band: it must come back ``configured``), ``fresh`` (a new process: empty memory, the
+        objects exist). Per phase: seconds and the requests by verb. Then the apply part of the reference,
+        ``kubectl apply --server-side -f`` of the same objects built once, into a namespace of its own.
+    python -m bench.apply_side audit FILE [--user NAME]
+        Requests and the API server's own time (``stageTimestamp - requestReceivedTimestamp``) by user,
+        verb, resource and dry-run, from a kube-apiserver audit log (``tests/controlplane``'s
+        ``audit.jsonl``); watches are counted apart (their time is their lifetime).
+
+Both run against ``BENCH_KUBECONFIG`` when set (e.g. under ``python -m tests.controlplane run --export
+BENCH_KUBECONFIG --``), else an embedded API server of their own. Nothing here asserts a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.procs import bench_env
+from bench.scenarios import Config, api_cpu, cluster
+from bench.workload import APPS_NS, EXTERNAL_KUBECONFIG, create_namespaces
+from kustomize_controller.apply.changeset import Action, ChangeSet
+from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.normalize import prepare_objects
+from kustomize_controller.apply.objects import ObjRef
+from kustomize_controller.apply.selectors import owner_labels
+from kustomize_controller.apply.verified import VerifiedApplies
+from kustomize_controller.kube.client import KubeClient
+from kustomize_controller.kube.errors import NotFoundError
+from kustomize_controller.runtime.clock import RealClock
+
+REF_NS = f"{APPS_NS}-ref"
+OWNER = owner_labels("big", "flux-system")
+Metrics = dict[str, float]
+
+
+def configmaps(objects: int, *, namespace: str, changed: int = -1) -> list[dict[str, Any]]:
+    """The issue's big Kustomization as built: ``objects`` ConfigMaps; ``changed``: that one's data differs."""
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i:05d}", "namespace": namespace},
+             "data": {"revision": "2" if i == changed else "1", "message": f"hello from object {i}"}}
+            for i in range(objects)]
+
+
+def request_counts(client: KubeClient) -> collections.Counter[str]:
+    """The client's own count (``kustomize_controller_kube_requests_total``) by verb, dry-run and resource."""
+    out: collections.Counter[str] = collections.Counter()
+    for family in client.rest_metrics.by_resource_total.collect():
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            dry = " (dry-run)" if labels.get("dry_run") == "true" else ""
+            sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+            out[f"{labels['verb']}{dry} {labels['resource'] or '(discovery)'}{sub}"] += int(sample.value)
+    return out
+
+
+async def _phase(m: Metrics, name: str, client: KubeClient, engine: ResourceManager,
+                 objects: list[dict[str, Any]], expected: Iterable[ObjRef] | None) -> ChangeSet:
+    before = request_counts(client)
+    options = ApplyOptions(expected=None if expected is None else frozenset(expected), owner=OWNER)
+    started = time.perf_counter()
+    change_set = await engine.apply_all_staged(objects, options)
+    m[f"{name}.seconds"] = time.perf_counter() - started
+    delta = request_counts(client) - before
+    m[f"{name}.requests"] = float(sum(delta.values()))
+    for what, count in delta.items():
+        m[f"{name}.req.{what}"] = float(count)
+    for action in Action:
+        count = sum(1 for e in change_set if e.action is action)
+        if count:
+            m[f"{name}.{action.value}"] = float(count)
+    return change_set
+
+
+async def engine_phases(client: KubeClient, objects: int, m: Metrics, *, concurrency: int = 4) -> None:
+    desired = configmaps(objects, namespace=APPS_NS)
+    prepare_objects(desired, owner=OWNER)
+    verified = VerifiedApplies()
+    engine = ResourceManager(client=client, clock=RealClock(), concurrency=concurrency, verified=verified)
+    cold = await _phase(m, "cold", client, engine, desired, expected=())
+    inventory = [e.ref for e in cold]
+    await _phase(m, "noop1", client, engine, desired, expected=inventory)
+    await _phase(m, "noop2", client, engine, desired, expected=inventory)
+    changed = configmaps(objects, namespace=APPS_NS, changed=objects // 2)
+    prepare_objects(changed, owner=OWNER)
+    await _phase(m, "change", client, engine, changed, expected=inventory)
+    edited = changed[objects // 3]["metadata"]["name"]
+    await client.patch("v1", "ConfigMap", edited, APPS_NS, {"data": {"message": "edited"}}, patch_type="merge",
+                       field_manager="kubectl-edit")
+    drift = await _phase(m, "drift", client, engine, changed, expected=inventory)
+    m["drift.detected"] = float(any(e.action is Action.CONFIGURED and e.ref.name == edited for e in drift))
+    fresh = ResourceManager(client=client, clock=RealClock(), concurrency=concurrency, verified=VerifiedApplies())
+    await _phase(m, "fresh", client, fresh, changed, expected=inventory)
+
+
+async def kubectl_apply(cfg: Config, objects: int, kubeconfig: str, workdir: Path, m: Metrics) -> None:
+    """The reference's apply part: ``kubectl apply --server-side -f`` of the built objects."""
+    built = workdir / "built.yaml"  # as kustomize prints it: one document per object (JSON is YAML)
+    built.write_text("".join(f"---\n{json.dumps(o)}\n" for o in configmaps(objects, namespace=REF_NS)))
+    proc = await asyncio.create_subprocess_exec(
+        cfg.kubectl, "apply", "--server-side", "--field-manager=bench-baseline", "--cache-dir",
+        str(workdir / "kube-cache"), "-f", str(built), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE, env={**bench_env(), "KUBECONFIG": kubeconfig})
+    started = time.perf_counter()
+    _, err = await proc.communicate()
+    m["kubectl_apply.seconds"] = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"kubectl apply failed: {err.decode()[-500:]}")
+
+
+async def engine(objects: int, *, concurrency: int, reference: bool) -> Metrics:
+    m: Metrics = {"objects": float(objects)}
+    workdir = Path(tempfile.mkdtemp(prefix="apply-side-"))
+    cfg = Config(workdir=workdir)
+    async with cluster(cfg, f"apply-side-{objects}") as (api, client, _artifacts):
+        try:
+            await create_namespaces(client, APPS_NS, REF_NS)
+            api0 = api_cpu(api)
+            await engine_phases(client, objects, m, concurrency=concurrency)
+            if api.pid:
+                m["engine.apiserver_cpu_s"] = api_cpu(api) - api0
+            if reference:
+                api0 = api_cpu(api)
+                await kubectl_apply(cfg, objects, api.kubeconfig, workdir, m)
+                if api.pid:
+                    m["kubectl_apply.apiserver_cpu_s"] = api_cpu(api) - api0
+        finally:
+            if EXTERNAL_KUBECONFIG:
+                with contextlib.suppress(NotFoundError):
+                    await client.delete("v1", "Namespace", REF_NS)
+    return m
+
+
+def _time(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def audit_summary(path: Path, *, user: str | None = None) -> list[tuple[str, int, float]]:
+    """``(what, requests, API-server seconds)`` by user, verb, resource and dry-run, most time first."""
+    count: collections.Counter[str] = collections.Counter()
+    seconds: collections.Counter[str] = collections.Counter()
+    with path.open() as lines:
+        for line in lines:
+            event = json.loads(line)
+            if event.get("stage") != "ResponseComplete":
+                continue
+            name = str((event.get("user") or {}).get("username", ""))
+            if user is not None and user not in name:
+                continue
+            ref = event.get("objectRef") or {}
+            resource = str(ref.get("resource", "")) + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            dry = " (dry-run)" if "dryRun=All" in str(event.get("requestURI", "")) else ""
+            key = f"{name} {event.get('verb')}{dry} {resource or event.get('requestURI', '')[:40]}"
+            count[key] += 1
+            if event.get("verb") != "watch":
+                seconds[key] += _time(event["stageTimestamp"]) - _time(event["requestReceivedTimestamp"])
+    return sorted(((k, count[k], seconds[k]) for k in count), key=lambda row: -row[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.apply_side")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    run = sub.add_parser("engine")
+    run.add_argument("--objects", type=int, default=1000)
+    run.add_argument("--concurrency", type=int, default=4)
+    run.add_argument("--no-reference", action="store_true")
+    run.add_argument("--json", default=None)
+    audit = sub.add_parser("audit")
+    audit.add_argument("file", type=Path)
+    audit.add_argument("--user", default=None)
+    audit.add_argument("--top", type=int, default=40)
+    args = parser.parse_args(argv)
+    if args.verb == "audit":
+        for what, requests, seconds in audit_summary(args.file, user=args.user)[: args.top]:
+            print(f"{requests:8d} {seconds:9.2f} s  {what}")
+        return 0
+    m = asyncio.run(engine(args.objects, concurrency=args.concurrency, reference=not args.no_reference))
+    for key in sorted(m):
+        print(f"{key:60s} {m[key]:12.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(m, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
