@@ -19,9 +19,10 @@ theirs is left in flight or sent), those before it still finish so that the erro
 
 Phase A2 — recreates, one by one: DELETE (background), poll until gone, dry-run again.
 
-Phase B — writes, sequentially in apply order: the cleanup JSON patch (when needed), then the real
-server-side apply of ``created``/``configured`` objects (ignored drifting paths stripped or adopted).
-``unchanged`` objects are never written.
+Phase B — writes, in apply order one kind after the other, the objects of one kind ``concurrency`` at a
+time: the cleanup JSON patch (when needed), then the real server-side apply of ``created``/``configured``
+objects (ignored drifting paths stripped or adopted). ``unchanged`` objects are never written. Once a
+write failed no other starts; the first failure in apply order is raised (``write.py``).
 
 Detect-only drift (``options.detect_only``, see ``detect_only.py``): an object that phase A would
 write — configured, recreated for an immutable field, or created although it was applied before
@@ -178,9 +179,7 @@ class ResourceManager(Writing, Waiting):
         for plan in plans:
             if plan.recreate:
                 await self._recreate(plan, options, done)
-        for plan in plans:
-            if plan.write:
-                await self._write(plan, done)
+        await self._write_all(plans, done)
         return ChangeSet([p.entry for p in plans if p.entry is not None])
 
 
