@@ -24,6 +24,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -32,8 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.procs import bench_env
-from bench.scenarios import Config, api_cpu, cluster
+from bench.procs import bench_env, cpu_seconds
+from bench.scenarios import Config, cluster
 from bench.workload import APPS_NS, EXTERNAL_KUBECONFIG, create_namespaces
 from kustomize_controller.apply.changeset import Action, ChangeSet
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
@@ -57,6 +58,40 @@ def configmaps(objects: int, *, namespace: str, changed: int = -1) -> list[dict[
             for i in range(objects)]
 
 
+def server_pids(client: KubeClient, api: Any) -> dict[str, int]:
+    """The API server's and etcd's process ids: the embedded server's, or a control plane's on this machine
+    (found by the port in the client's URL); empty when the cluster is elsewhere."""
+    if api.pid:
+        return {"apiserver": api.pid}
+    port = client.config.server.rsplit(":", 1)[-1]
+    pids: dict[str, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if argv[0].endswith(b"kube-apiserver") and f"--secure-port={port}".encode() in argv:
+                pids["apiserver"] = int(proc.name)
+                etcd = next((a.split(b"=", 1)[1] for a in argv if a.startswith(b"--etcd-servers=")), b"")
+                pids["etcd_url"] = int(etcd.rsplit(b":", 1)[-1] or 0)
+    if "etcd_url" in pids:
+        url_port = pids.pop("etcd_url")
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if argv[0].endswith(b"/etcd") and any(a.startswith(b"--listen-client-urls=") and
+                                                       a.endswith(f":{url_port}".encode()) for a in argv):
+                    pids["etcd"] = int(proc.name)
+    return pids
+
+
+def cpu_now(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of this process (the driver: the engine and its client) and of ``pids``."""
+    out = {"driver": time.process_time()}
+    out.update({name: cpu_seconds(pid)[0] for name, pid in pids.items()})
+    return out
+
+
 def request_counts(client: KubeClient) -> collections.Counter[str]:
     """The client's own count (``kustomize_controller_kube_requests_total``) by verb, dry-run and resource."""
     out: collections.Counter[str] = collections.Counter()
@@ -72,12 +107,15 @@ def request_counts(client: KubeClient) -> collections.Counter[str]:
 
 
 async def _phase(m: Metrics, name: str, client: KubeClient, engine: ResourceManager,
-                 objects: list[dict[str, Any]], expected: Iterable[ObjRef] | None) -> ChangeSet:
-    before = request_counts(client)
+                 objects: list[dict[str, Any]], expected: Iterable[ObjRef] | None,
+                 pids: dict[str, int]) -> ChangeSet:
+    before, cpu0 = request_counts(client), cpu_now(pids)
     options = ApplyOptions(expected=None if expected is None else frozenset(expected), owner=OWNER)
     started = time.perf_counter()
     change_set = await engine.apply_all_staged(objects, options)
     m[f"{name}.seconds"] = time.perf_counter() - started
+    for what, value in cpu_now(pids).items():
+        m[f"{name}.cpu_s.{what}"] = value - cpu0[what]
     delta = request_counts(client) - before
     m[f"{name}.requests"] = float(sum(delta.values()))
     for what, count in delta.items():
@@ -89,31 +127,33 @@ async def _phase(m: Metrics, name: str, client: KubeClient, engine: ResourceMana
     return change_set
 
 
-async def engine_phases(client: KubeClient, objects: int, m: Metrics, *, concurrency: int = 4) -> None:
+async def engine_phases(client: KubeClient, objects: int, m: Metrics, *, concurrency: int = 4,
+                        pids: dict[str, int]) -> None:
     desired = configmaps(objects, namespace=APPS_NS)
     prepare_objects(desired, owner=OWNER)
     verified = VerifiedApplies()
     engine = ResourceManager(client=client, clock=RealClock(), concurrency=concurrency, verified=verified)
-    cold = await _phase(m, "cold", client, engine, desired, expected=())
+    cold = await _phase(m, "cold", client, engine, desired, expected=(), pids=pids)
     inventory = [e.ref for e in cold]
-    await _phase(m, "noop1", client, engine, desired, expected=inventory)
-    await _phase(m, "noop2", client, engine, desired, expected=inventory)
+    await _phase(m, "noop1", client, engine, desired, expected=inventory, pids=pids)
+    await _phase(m, "noop2", client, engine, desired, expected=inventory, pids=pids)
     changed = configmaps(objects, namespace=APPS_NS, changed=objects // 2)
     prepare_objects(changed, owner=OWNER)
-    await _phase(m, "change", client, engine, changed, expected=inventory)
+    await _phase(m, "change", client, engine, changed, expected=inventory, pids=pids)
     edited = changed[objects // 3]["metadata"]["name"]
     await client.patch("v1", "ConfigMap", edited, APPS_NS, {"data": {"message": "edited"}}, patch_type="merge",
                        field_manager="kubectl-edit")
-    drift = await _phase(m, "drift", client, engine, changed, expected=inventory)
+    drift = await _phase(m, "drift", client, engine, changed, expected=inventory, pids=pids)
     m["drift.detected"] = float(any(e.action is Action.CONFIGURED and e.ref.name == edited for e in drift))
     fresh = ResourceManager(client=client, clock=RealClock(), concurrency=concurrency, verified=VerifiedApplies())
-    await _phase(m, "fresh", client, fresh, changed, expected=inventory)
+    await _phase(m, "fresh", client, fresh, changed, expected=inventory, pids=pids)
 
 
 async def kubectl_apply(cfg: Config, objects: int, kubeconfig: str, workdir: Path, m: Metrics) -> None:
     """The reference's apply part: ``kubectl apply --server-side -f`` of the built objects."""
     built = workdir / "built.yaml"  # as kustomize prints it: one document per object (JSON is YAML)
     built.write_text("".join(f"---\n{json.dumps(o)}\n" for o in configmaps(objects, namespace=REF_NS)))
+    kubectl0 = sum(cpu_seconds(os.getpid())[1:])
     proc = await asyncio.create_subprocess_exec(
         cfg.kubectl, "apply", "--server-side", "--field-manager=bench-baseline", "--cache-dir",
         str(workdir / "kube-cache"), "-f", str(built), stdout=asyncio.subprocess.DEVNULL,
@@ -121,6 +161,7 @@ async def kubectl_apply(cfg: Config, objects: int, kubeconfig: str, workdir: Pat
     started = time.perf_counter()
     _, err = await proc.communicate()
     m["kubectl_apply.seconds"] = time.perf_counter() - started
+    m["kubectl_apply.cpu_s.kubectl"] = sum(cpu_seconds(os.getpid())[1:]) - kubectl0
     if proc.returncode != 0:
         raise RuntimeError(f"kubectl apply failed: {err.decode()[-500:]}")
 
@@ -132,15 +173,14 @@ async def engine(objects: int, *, concurrency: int, reference: bool) -> Metrics:
     async with cluster(cfg, f"apply-side-{objects}") as (api, client, _artifacts):
         try:
             await create_namespaces(client, APPS_NS, REF_NS)
-            api0 = api_cpu(api)
-            await engine_phases(client, objects, m, concurrency=concurrency)
-            if api.pid:
-                m["engine.apiserver_cpu_s"] = api_cpu(api) - api0
+            pids = server_pids(client, api)
+            await engine_phases(client, objects, m, concurrency=concurrency, pids=pids)
             if reference:
-                api0 = api_cpu(api)
+                cpu0 = cpu_now(pids)
                 await kubectl_apply(cfg, objects, api.kubeconfig, workdir, m)
-                if api.pid:
-                    m["kubectl_apply.apiserver_cpu_s"] = api_cpu(api) - api0
+                for what, value in cpu_now(pids).items():
+                    if what != "driver":
+                        m[f"kubectl_apply.cpu_s.{what}"] = value - cpu0[what]
         finally:
             if EXTERNAL_KUBECONFIG:
                 with contextlib.suppress(NotFoundError):
@@ -155,7 +195,7 @@ def _time(stamp: str) -> float:
 def audit_summary(path: Path, *, user: str | None = None) -> list[tuple[str, int, float]]:
     """``(what, requests, API-server seconds)`` by user, verb, resource and dry-run, most time first."""
     count: collections.Counter[str] = collections.Counter()
-    seconds: collections.Counter[str] = collections.Counter()
+    seconds: dict[str, float] = collections.defaultdict(float)
     with path.open() as lines:
         for line in lines:
             event = json.loads(line)
