@@ -8,6 +8,14 @@
         edited out of band: it must come back ``configured``), ``fresh`` (a new process: empty memory, the
         objects exist). Per phase: seconds and the requests by verb. Then the apply part of the reference,
         ``kubectl apply --server-side -f`` of the same objects built once, into a namespace of its own.
+    python -m bench.apply_side controller --objects 5000 [--json FILE]
+        The same objects as files (one ConfigMap a file, listed by a ``kustomization.yaml`` with
+        ``namespace:``, the issue's directory) through the controller process: ``kubectl kustomize DIR``
+        alone, the reference ``kubectl kustomize DIR | kubectl apply --server-side -f -`` into a namespace
+        of its own, then the controller's cold start to Ready, a revision changing one object, and a no-op
+        round (``requestedAt``): seconds, requests by verb, CPU of the controller, its kustomize children,
+        the API server and etcd. The apply side's share of a phase is its seconds less ``kustomize_s``
+        (cold, change) — the build is the other part.
     python -m bench.apply_side audit FILE [--user NAME]
         Requests and the API server's own time (``stageTimestamp - requestReceivedTimestamp``) by user,
         verb, resource and dry-run, from a kube-apiserver audit log (``tests/controlplane``'s
@@ -188,6 +196,123 @@ async def engine(objects: int, *, concurrency: int, reference: bool) -> Metrics:
     return m
 
 
+def big_files(objects: int, *, namespace: str, changed: int = -1) -> dict[str, str]:
+    """The issue's directory: ``objects`` ConfigMaps, one file each, and a kustomization with ``namespace:``."""
+    files = {f"cm-{o['metadata']['name'][3:]}.yaml": json.dumps(o) + "\n"
+             for o in configmaps(objects, namespace=namespace, changed=changed)}
+    files["kustomization.yaml"] = (
+        f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\nresources:\n"
+        + "".join(f"- {name}\n" for name in sorted(files)))
+    return files
+
+
+async def _timed_shell(script: str, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds and CPU seconds (this process's reaped children) of a ``bash -o pipefail -c`` script."""
+    cpu0 = sum(cpu_seconds(os.getpid())[1:])
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec("bash", "-o", "pipefail", "-c", script, env=env,
+                                                stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script[:80]}... failed: {err.decode()[-500:]}")
+    return time.perf_counter() - started, sum(cpu_seconds(os.getpid())[1:]) - cpu0
+
+
+async def controller_phases(objects: int) -> Metrics:
+    from bench.procs import metric_sum, requests_by_kind
+    from bench.scenarios import _settled, controller
+    from bench.workload import FLUX_NS, Tracker, install_crds, kustomization, request_reconcile
+    from kustomize_controller.testing.artifacts import publish_source
+
+    m: Metrics = {"objects": float(objects)}
+    workdir = Path(tempfile.mkdtemp(prefix="apply-side-"))
+    cfg = Config(workdir=workdir)
+    within = max(900.0, objects * 0.3)
+    async with cluster(cfg, f"apply-side-ctrl-{objects}") as (api, client, artifacts), Tracker(client) as tracker:
+        try:
+            await install_crds(client)
+            await create_namespaces(client, FLUX_NS, APPS_NS, REF_NS)
+            pids = server_pids(client, api)
+            reference = workdir / "reference"
+            reference.mkdir()
+            for rel, text in big_files(objects, namespace=REF_NS).items():
+                (reference / rel).write_text(text)
+            env = {**bench_env(), "KUBECONFIG": api.kubeconfig}
+            m["kustomize_s"], m["kustomize_cpu_s"] = await _timed_shell(
+                f'"{cfg.kubectl}" kustomize "{reference}" >/dev/null', env)
+            cpu0 = cpu_now(pids)
+            m["reference_s"], m["reference_cpu_s.kubectl"] = await _timed_shell(
+                f'"{cfg.kubectl}" kustomize "{reference}" | "{cfg.kubectl}" apply --server-side '
+                f'--field-manager=bench-baseline --cache-dir "{workdir / "kube-cache"}" -f - >/dev/null', env)
+            for what, value in cpu_now(pids).items():
+                if what != "driver":
+                    m[f"reference_cpu_s.{what}"] = value - cpu0[what]
+
+            artifact = await artifacts.publish_files(big_files(objects, namespace=APPS_NS), name="app-0")
+            await publish_source(client, kind="GitRepository", namespace=FLUX_NS, name="app-0", artifact=artifact)
+            ks = kustomization(0, wait=False)
+            ks["spec"]["timeout"] = "30m"
+            await client.create(ks)
+            cpu0 = cpu_now(pids)
+            started = time.perf_counter()
+            ctrl = controller(cfg, api, name=f"apply-side-{objects}")
+            async with ctrl:
+                ready = await tracker.wait_ready({"app-0": str(artifact["revision"])}, within=within)
+                m["cold_s"] = ready - started
+                before = await _settled(ctrl)
+                _phase_costs(m, "cold", ctrl, {}, before, cpu0, pids, requests_by_kind, metric_sum)
+                stats = ctrl.stats()
+                kcpu0 = stats.children_cpu_s
+                cpu0 = cpu_now(pids)
+                ccpu0 = stats.cpu_s
+                started = time.perf_counter()
+                changed = await artifacts.publish_files(big_files(objects, namespace=APPS_NS, changed=0), name="app-0")
+                await publish_source(client, kind="GitRepository", namespace=FLUX_NS, name="app-0", artifact=changed)
+                ready = await tracker.wait_ready({"app-0": str(changed["revision"])}, within=within)
+                m["change_s"] = ready - started
+                after = await _settled(ctrl)
+                _phase_costs(m, "change", ctrl, before, after, cpu0, pids, requests_by_kind, metric_sum,
+                             controller_cpu0=ccpu0, kustomize_cpu0=kcpu0)
+                for round_ in (1, 2):
+                    before, stats = after, ctrl.stats()
+                    ccpu0, kcpu0, cpu0 = stats.cpu_s, stats.children_cpu_s, cpu_now(pids)
+                    token = f"apply-side-{time.time_ns()}"
+                    started = time.perf_counter()
+                    await request_reconcile(client, ["app-0"], token)
+                    handled = await tracker.wait_handled(["app-0"], token, within=within)
+                    m[f"noop{round_}_s"] = handled - started
+                    after = await _settled(ctrl)
+                    _phase_costs(m, f"noop{round_}", ctrl, before, after, cpu0, pids, requests_by_kind, metric_sum,
+                                 controller_cpu0=ccpu0, kustomize_cpu0=kcpu0)
+                m["controller_peak_rss_mib"] = ctrl.stats().peak_rss_mib
+        finally:
+            if EXTERNAL_KUBECONFIG:
+                with contextlib.suppress(NotFoundError):
+                    await client.delete("v1", "Namespace", REF_NS)
+    m["cold_ratio"] = m["cold_s"] / m["reference_s"]
+    m["noop_ratio"] = m["noop2_s"] / m["reference_s"]
+    m["cold_apply_side_s"] = m["cold_s"] - m["kustomize_s"]
+    return m
+
+
+def _phase_costs(m: Metrics, key: str, ctrl: Any, before: Any, after: Any, cpu0: dict[str, float],
+                 pids: dict[str, int], requests_by_kind: Any, metric_sum: Any, *, controller_cpu0: float = 0.0,
+                 kustomize_cpu0: float = 0.0) -> None:
+    stats = ctrl.stats()
+    m[f"{key}_cpu_s.controller"] = stats.cpu_s - controller_cpu0
+    m[f"{key}_cpu_s.kustomize"] = stats.children_cpu_s - kustomize_cpu0
+    for what, value in cpu_now(pids).items():
+        if what != "driver":
+            m[f"{key}_cpu_s.{what}"] = value - cpu0[what]
+    m[f"{key}_requests"] = (metric_sum(after, "rest_client_requests_total")
+                            - metric_sum(before, "rest_client_requests_total") if before else
+                            metric_sum(after, "rest_client_requests_total"))
+    a, b = requests_by_kind(after), requests_by_kind(before) if before else {}
+    for what, count in a.items():
+        if count - b.get(what, 0.0):
+            m[f"{key}_req.{what}"] = count - b.get(what, 0.0)
+
+
 def _time(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -222,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--concurrency", type=int, default=4)
     run.add_argument("--no-reference", action="store_true")
     run.add_argument("--json", default=None)
+    ctrl = sub.add_parser("controller")
+    ctrl.add_argument("--objects", type=int, default=1000)
+    ctrl.add_argument("--json", default=None)
     audit = sub.add_parser("audit")
     audit.add_argument("file", type=Path)
     audit.add_argument("--user", default=None)
@@ -231,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         for what, requests, seconds in audit_summary(args.file, user=args.user)[: args.top]:
             print(f"{requests:8d} {seconds:9.2f} s  {what}")
         return 0
-    m = asyncio.run(engine(args.objects, concurrency=args.concurrency, reference=not args.no_reference))
+    if args.verb == "controller":
+        m = asyncio.run(controller_phases(args.objects))
+    else:
+        m = asyncio.run(engine(args.objects, concurrency=args.concurrency, reference=not args.no_reference))
     for key in sorted(m):
         print(f"{key:60s} {m[key]:12.3f}")
     if args.json:
