@@ -16,6 +16,11 @@
         round (``requestedAt``): seconds, requests by verb, CPU of the controller, its kustomize children,
         the API server and etcd. The apply side's share of a phase is its seconds less ``kustomize_s``
         (cold, change) — the build is the other part.
+    python -m bench.apply_side scale --kustomizations 10000 [--json FILE]
+        The flux-benchmark workload (N Kustomizations of 4 objects, one GitRepository each), cold start only:
+        one controller process from its spawn to all Ready; seconds, CPU of the controller, its builds, the
+        API server and etcd, requests per Kustomization by verb, peak RSS. (``python -m bench --scenarios
+        scale`` measures the same and then a new revision and a no-op round: twice as long at 10,000.)
     python -m bench.apply_side audit FILE [--user NAME]
         Requests and the API server's own time (``stageTimestamp - requestReceivedTimestamp``) by user,
         verb, resource and dry-run, from a kube-apiserver audit log (``tests/controlplane``'s
@@ -295,6 +300,41 @@ async def controller_phases(objects: int) -> Metrics:
     return m
 
 
+async def scale_cold(n: int) -> Metrics:
+    from bench.procs import metric_sum, requests_by_kind
+    from bench.scenarios import _settled, controller
+    from bench.workload import Tracker, setup
+
+    m: Metrics = {"kustomizations": float(n)}
+    cfg = Config(workdir=Path(tempfile.mkdtemp(prefix="apply-side-scale-")))
+    async with cluster(cfg, f"apply-side-scale-{n}") as (api, client, artifacts), Tracker(client) as tracker:
+        started = time.perf_counter()
+        expected = await setup(client, artifacts, n, wait=False)
+        m["setup_s"] = time.perf_counter() - started
+        pids = server_pids(client, api)
+        m["loadavg_start"] = os.getloadavg()[0]
+        cpu0 = cpu_now(pids)
+        started = time.perf_counter()
+        ctrl = controller(cfg, api, name=f"scale-{n}")
+        async with ctrl:
+            ready = await tracker.wait_ready(expected, within=max(600.0, n * 2.0))
+            m["cold_s"] = ready - started
+            m["first_ready_s"] = tracker.first_ready(expected) - started
+            stats = ctrl.stats()
+            m["peak_rss_mib"] = stats.peak_rss_mib
+            m["cpu_ms_per_ks.controller"] = stats.cpu_s * 1000 / n
+            m["cpu_ms_per_ks.kustomize"] = stats.children_cpu_s * 1000 / n
+            for what, value in cpu_now(pids).items():
+                if what != "driver":
+                    m[f"cpu_ms_per_ks.{what}"] = (value - cpu0[what]) * 1000 / n
+            m["loadavg_end"] = os.getloadavg()[0]
+            samples = await _settled(ctrl)
+            m["requests_per_ks"] = metric_sum(samples, "rest_client_requests_total") / n
+            for what, count in requests_by_kind(samples).items():
+                m[f"req_per_ks.{what}"] = count / n
+    return m
+
+
 def _phase_costs(m: Metrics, key: str, ctrl: Any, before: Any, after: Any, cpu0: dict[str, float],
                  pids: dict[str, int], requests_by_kind: Any, metric_sum: Any, *, controller_cpu0: float = 0.0,
                  kustomize_cpu0: float = 0.0) -> None:
@@ -347,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--concurrency", type=int, default=4)
     run.add_argument("--no-reference", action="store_true")
     run.add_argument("--json", default=None)
+    scale = sub.add_parser("scale")
+    scale.add_argument("--kustomizations", type=int, default=1000)
+    scale.add_argument("--json", default=None)
     ctrl = sub.add_parser("controller")
     ctrl.add_argument("--objects", type=int, default=1000)
     ctrl.add_argument("--json", default=None)
@@ -361,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.verb == "controller":
         m = asyncio.run(controller_phases(args.objects))
+    elif args.verb == "scale":
+        m = asyncio.run(scale_cold(args.kustomizations))
     else:
         m = asyncio.run(engine(args.objects, concurrency=args.concurrency, reference=not args.no_reference))
     for key in sorted(m):
