@@ -21,6 +21,11 @@
         one controller process from its spawn to all Ready; seconds, CPU of the controller, its builds, the
         API server and etcd, requests per Kustomization by verb, peak RSS. (``python -m bench --scenarios
         scale`` measures the same and then a new revision and a no-op round: twice as long at 10,000.)
+    python -m bench.apply_side listcost --crowd 10000 --group 16 [--rounds 50]
+        What reading a group of a Kustomization's objects costs the API server, one GET each against one
+        metadata-only list selected by the owner labels, in a namespace of ``crowd`` ConfigMaps of other
+        owners (the 10,000-app workload puts all its objects in one namespace): API server and etcd CPU per
+        round of each, for the choice of ``LIST_MIN_OBJECTS`` (apply/plan.py).
     python -m bench.apply_side audit FILE [--user NAME]
         Requests and the API server's own time (``stageTimestamp - requestReceivedTimestamp``) by user,
         verb, resource and dry-run, from a kube-apiserver audit log (``tests/controlplane``'s
@@ -335,6 +340,37 @@ async def scale_cold(n: int) -> Metrics:
     return m
 
 
+async def list_cost(crowd: int, group: int, rounds: int) -> Metrics:
+    from bench.workload import bounded
+
+    m: Metrics = {"crowd": float(crowd), "group": float(group)}
+    cfg = Config(workdir=Path(tempfile.mkdtemp(prefix="apply-side-list-")))
+    async with cluster(cfg, "apply-side-list") as (api, client, _artifacts):
+        await create_namespaces(client, APPS_NS)
+        ours = configmaps(group, namespace=APPS_NS)
+        prepare_objects(ours, owner=OWNER)
+        others = [{**o, "metadata": {**o["metadata"], "name": f"other-{i:05d}",
+                                      "labels": owner_labels(f"app-{i}", "flux-system")}}
+                  for i, o in enumerate(configmaps(crowd, namespace=APPS_NS))]
+        await bounded((client.apply(o, field_manager="bench", force=True) for o in [*ours, *others]), limit=16)
+        pids = server_pids(client, api)
+        selector = ",".join(f"{k}={v}" for k, v in sorted(OWNER.items()))
+        for how in ("get", "list", "get", "list"):
+            cpu0, started = cpu_now(pids), time.perf_counter()
+            for _ in range(rounds):
+                if how == "get":
+                    for o in ours:
+                        await client.get("v1", "ConfigMap", o["metadata"]["name"], APPS_NS)
+                else:
+                    items = await client.list("v1", "ConfigMap", APPS_NS, label_selector=selector,
+                                              metadata_only=True)
+                    assert len(items) == group
+            m[f"{how}.seconds_per_round"] = (time.perf_counter() - started) / rounds
+            for what, value in cpu_now(pids).items():
+                m[f"{how}.cpu_ms_per_round.{what}"] = (value - cpu0[what]) * 1000 / rounds
+    return m
+
+
 def _phase_costs(m: Metrics, key: str, ctrl: Any, before: Any, after: Any, cpu0: dict[str, float],
                  pids: dict[str, int], requests_by_kind: Any, metric_sum: Any, *, controller_cpu0: float = 0.0,
                  kustomize_cpu0: float = 0.0) -> None:
@@ -390,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     scale = sub.add_parser("scale")
     scale.add_argument("--kustomizations", type=int, default=1000)
     scale.add_argument("--json", default=None)
+    cost = sub.add_parser("listcost")
+    cost.add_argument("--crowd", type=int, default=10000)
+    cost.add_argument("--group", type=int, default=16)
+    cost.add_argument("--rounds", type=int, default=50)
+    cost.add_argument("--json", default=None)
     ctrl = sub.add_parser("controller")
     ctrl.add_argument("--objects", type=int, default=1000)
     ctrl.add_argument("--json", default=None)
@@ -404,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.verb == "controller":
         m = asyncio.run(controller_phases(args.objects))
+    elif args.verb == "listcost":
+        m = asyncio.run(list_cost(args.crowd, args.group, args.rounds))
     elif args.verb == "scale":
         m = asyncio.run(scale_cold(args.kustomizations))
     else:
