@@ -25,6 +25,7 @@ class ReadClient(Protocol):
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[dict[str, Any]]: ...
 
 

@@ -70,10 +70,10 @@ class DryRunClient:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[dict[str, Any]]:
-        return await self._client.list(
-            api_version, kind, namespace, label_selector=label_selector, field_selector=field_selector
-        )
+        return await self._client.list(api_version, kind, namespace, label_selector=label_selector,
+                                       field_selector=field_selector, metadata_only=metadata_only)
 
     async def apply(
         self,

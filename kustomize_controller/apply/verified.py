@@ -132,6 +132,10 @@ class VerifiedApplies:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def knows(self, ref: ObjRef) -> bool:
+        """Whether a proof of ``ref`` is kept (``is_verified`` may then hold)."""
+        return ref in self._entries
+
     def is_verified(self, ref: ObjRef, print_: str, live: Object | None) -> bool:
         if live is None:
             return False

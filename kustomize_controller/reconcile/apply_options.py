@@ -5,8 +5,9 @@ apply flags become ``ApplyOptions``. ``ApplyStep`` applies with them and ``previ
 (``kustomize-controller diff``) dry-runs with them, so a preview plans what the next apply does: the
 same ``spec.force``, ``spec.ignore`` rules, takeover of field managers (kubectl, ``before-first-apply``,
 the controller's legacy ``Update`` entry and every ``--override-manager``), custom apply stages,
-MigrateAPIVersion, drift policy (``drift-detection: warn``) and previous inventory (``expected``: the
-objects dry-run before they are read). A new option of the apply goes here, or the two drift apart.
+MigrateAPIVersion, drift policy (``drift-detection: warn``), previous inventory (``expected``: the
+objects dry-run before they are read) and owner labels (``owner``: large groups read with a list). A
+new option of the apply goes here, or the two drift apart.
 
 Raises ``IgnoreRuleError`` when ``spec.ignore`` holds an invalid rule (the callers report it).
 """
@@ -20,6 +21,7 @@ from kustomize_controller.apply.detect_only import DriftPolicy
 from kustomize_controller.apply.drift import compile_ignore_rules
 from kustomize_controller.apply.inventory import inventory_objects
 from kustomize_controller.apply.manager import ApplyOptions
+from kustomize_controller.apply.selectors import owner_labels
 from kustomize_controller.apply.staging import GroupKind
 from kustomize_controller.apply.takeover import CleanupOptions, takeover_rules
 
@@ -46,4 +48,5 @@ def apply_options(
         migrate_api_version=settings.migrate_api_version,
         detect_only=detect_only,
         expected=frozenset(o.ref for o in inventory_objects(ks.status.inventory)),
+        owner=owner_labels(ks.metadata.name or "", ks.metadata.namespace or ""),
     )

@@ -1,11 +1,15 @@
 """``python -m tests.controlplane``: run a command beside a real control plane, or keep one up.
 
-    python -m tests.controlplane run [--export VAR]... [--keep] [--no-controller-manager] -- COMMAND...
+    python -m tests.controlplane run [--export VAR]... [--keep] [--no-controller-manager] [--apiserver-arg ARG]...
+            -- COMMAND...
         start the control plane from $KUBE_ASSETS, run COMMAND with each VAR (default TEST_KUBECONFIG) set to
         its admin kubeconfig, then stop everything; exits with COMMAND's status. Without usable assets it
         prints one line saying what is missing and exits 0 (``--require`` makes that exit 2).
     python -m tests.controlplane up [--keep]
         start it, print the kubeconfig path, serve until SIGINT/SIGTERM.
+
+``--apiserver-arg`` adds a kube-apiserver flag (repeatable; it wins over the harness's own, e.g.
+``--apiserver-arg=--profiling=true`` for ``/debug/pprof``).
 
 SIGINT/SIGTERM are passed on to COMMAND; the control plane is stopped whatever happens.
 """
@@ -34,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--no-controller-manager", action="store_true")
         p.add_argument("--require", action="store_true", help="missing assets are an error (exit 2)")
         p.add_argument("--workdir", type=Path, default=None)
+        p.add_argument("--apiserver-arg", action="append", default=[], metavar="ARG",
+                       help="an extra kube-apiserver flag (repeatable)")
     run = sub.choices["run"]
     run.add_argument("--export", action="append", default=[], metavar="VAR",
                      help="environment variable to set to the admin kubeconfig (repeatable)")
@@ -50,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if args.require else 0
     assert assets is not None
     plane = ControlPlane(assets=Path(assets), workdir=args.workdir, keep=args.keep,
-                         controller_manager=not args.no_controller_manager)
+                         controller_manager=not args.no_controller_manager,
+                         apiserver_args=tuple(args.apiserver_arg))
     stop = threading.Event()
     child: list[subprocess.Popen[bytes]] = []
 

@@ -215,7 +215,8 @@ class ControlPlane:
             f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.token_file}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
-            "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.0.0.0/24",
+            # a /16: the bench's 10,000 apps have a Service each (a /24 ran out at 253: "range is full")
+            "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.0.0.0/16",
             # the `kubernetes` Service's endpoint would be 127.0.0.1, which Endpoints refuse; nothing in
             # the cluster runs Pods that would use it
             "--endpoint-reconciler-type=none",

@@ -48,3 +48,28 @@ async def test_unchanged_kustomization_writes_only_its_status(env: ControllerEnv
     obj = await env.get_ks()
     assert obj["status"]["history"][0]["digest"] == digest
     assert len(obj["status"]["history"]) == 1
+
+
+async def test_a_periodic_reconcile_reads_a_large_group_with_one_list(env: ControllerEnv) -> None:
+    """16 or more objects of one kind in one namespace are read with one list of their metadata, selected by
+    the owner labels, instead of a GET each (apply/plan.py); an edit of one of them is still reverted."""
+    server = env.server
+    ns = env.namespace
+    files = {f"cm-{i:02d}.yaml": configmap(f"cm-{i:02d}") for i in range(20)}
+    artifact = await env.publish(files)
+    await env.start()
+    await env.create(env.kustomization(targetNamespace=ns, interval="2s", retryInterval="2s"))
+    await env.wait_ready(revision=artifact["revision"])
+    await env.wait_for("app", lambda o: o["status"]["history"][0]["totalReconciliations"] >= 2, within=60)
+    server.requests.clear()
+    await env.wait_for("app", lambda o: o["status"]["history"][0]["totalReconciliations"] >= 4, within=60)
+    config_reads = [r for r in server.requests.select() if r.resource == "configmaps" and r.verb in ("get", "list")
+                    and r.namespace == ns]
+    lists = [r for r in config_reads if r.verb == "list"]
+    assert lists and "labelSelector=" in lists[0].query
+    assert [r for r in config_reads if r.verb == "get"] == []
+
+    await env.client.patch("v1", "ConfigMap", "cm-07", ns, {"data": {"key": "edited"}}, patch_type="merge",
+                           field_manager="kubectl-edit")
+    await env.wait_for("app", lambda o: o["status"]["history"][0]["totalReconciliations"] >= 6, within=60)
+    assert (await env.get("v1", "ConfigMap", "cm-07"))["data"] == {"key": "value"}

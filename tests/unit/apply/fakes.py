@@ -109,8 +109,11 @@ class FakeClient:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[dict[str, Any]]:
         self.calls.append(Call("list", (_group(api_version), kind, namespace or "", "")))
+        self._check_kind(api_version, kind)
+        self._fault("list", kind, False)
         wanted = dict(p.split("=", 1) for p in (label_selector or "").split(",") if "=" in p)
         out = []
         for (group, k, ns, _), obj in self.objects.items():
@@ -118,7 +121,8 @@ class FakeClient:
                 continue
             labels = (obj.get("metadata") or {}).get("labels") or {}
             if all(labels.get(a) == b for a, b in wanted.items()):
-                out.append(copy.deepcopy(obj))
+                out.append(copy.deepcopy({"apiVersion": api_version, "kind": kind, "metadata": obj["metadata"]}
+                                         if metadata_only else obj))
         return out
 
     async def apply(

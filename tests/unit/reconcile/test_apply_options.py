@@ -41,6 +41,8 @@ def test_the_flags_and_the_spec_make_the_options() -> None:
         ObjRef(group="", kind="ConfigMap", namespace="apps", name="settings"),
         ObjRef(group="", kind="Namespace", namespace="", name="team"),
     })
+    # the owner labels select the list that reads a large group of objects (apply/plan.py)
+    assert options.owner == {"kustomize.toolkit.fluxcd.io/name": "app", "kustomize.toolkit.fluxcd.io/namespace": "apps"}
 
 
 def test_defaults_take_over_only_kubectl_and_legacy_managers() -> None:
