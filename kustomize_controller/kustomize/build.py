@@ -45,6 +45,11 @@ Contract:
   reach, and a small input) queues behind busy builder processes and may run in one with others
   (:mod:`.batch_queue` groups them, :mod:`.batch` proves each output is the root's own or the root is
   built alone); its output and errors are exactly those of its own build.
+- :meth:`KustomizeBuilder.build_split` builds a large root (a :class:`~.split.SplitPlan` of at least
+  ``split_min`` estimated objects) as parts of about ``part_objects`` objects in parallel processes —
+  at most one per CPU at once, each holding a slot — and returns the joined output only when
+  :mod:`.split` proves it is the whole build's; otherwise (a part failed, timed out or printed too much,
+  or the proof does not hold) None, and the caller builds the whole root as before.
 - Failures are :class:`KustomizeBuildError` "kustomize build failed: <kustomize's message>", with
   the temp-dir prefix removed from paths so that messages are stable across reconciles.
 """
@@ -67,10 +72,19 @@ from typing import Literal
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
 from kustomize_controller.kustomize.batch_queue import BatchQueue, Demand
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
-from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError, KustomizeError
 from kustomize_controller.kustomize.extract import Workspace
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.kustomize.split import (
+    PART_OBJECTS,
+    SPLIT_MIN_OBJECTS,
+    Joined,
+    SplitPlan,
+    check_parts,
+    join_parts,
+    write_parts,
+)
 from kustomize_controller.runtime.child import ChildError, ChildResult, run_child
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.cpus import usable_cpus
@@ -313,6 +327,8 @@ class KustomizeBuilder:
         demand: Demand | None = None,
         workspace: Workspace | None = None,
         metrics: CacheMetrics | None = None,
+        part_objects: int = PART_OBJECTS,
+        split_min: int = SPLIT_MIN_OBJECTS,
     ) -> None:
         """``cpus``: the CPUs builds may use (the controller passes what it found at start-up; None reads
         :func:`~kustomize_controller.runtime.cpus.usable_cpus` now): one lane per CPU for grouped builds and,
@@ -321,7 +337,9 @@ class KustomizeBuilder:
         ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
         may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`);
         ``batch_gather`` is how long a build in a burst may wait for company while ``demand`` counts other
-        reconciles holding a worker (:mod:`.batch_queue`); without a ``demand`` no build waits."""
+        reconciles holding a worker (:mod:`.batch_queue`); without a ``demand`` no build waits.
+        ``part_objects``/``split_min``: :meth:`build_split` cuts a root of at least ``split_min`` estimated
+        objects into parts of about ``part_objects`` (0 never splits; it needs a ``workspace``)."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
@@ -331,6 +349,9 @@ class KustomizeBuilder:
         self._max_output = max_output
         self._workspace = workspace
         self._metrics = metrics
+        self._cpus = cpus
+        self._part_objects = part_objects
+        self._split_min = split_min
         self.batches: BatchQueue[_Job] | None = None
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
@@ -416,11 +437,63 @@ class KustomizeBuilder:
         finally:
             await run_to_end(asyncio.to_thread(shutil.rmtree, wrapper, True))
 
+    async def build_split(self, directory: Path, *, root: Path, plan: SplitPlan, generated: str) -> Joined | None:
+        """Build the root in ``directory`` (inside ``root``; its generated kustomization ``generated``) in
+        parts, or None when it is not large enough or its parts are not proven to be its whole build
+        (:mod:`.split`); never raises a build's error (the whole build then reports it)."""
+        if self._workspace is None or self._part_objects <= 0 or plan.objects < max(2, self._split_min):
+            return None
+        base = await asyncio.to_thread(self._workspace.create)
+        try:
+            wrappers = await asyncio.to_thread(write_parts, generated, plan, directory, base, self._part_objects)
+            outputs = await self._build_parts(wrappers)
+            if outputs is None or sum(map(len, outputs)) > self._max_output:
+                self._split_result("whole")
+                return None
+            joined = await asyncio.to_thread(_proven, outputs, plan)
+            self._split_result("whole" if joined is None else "split")
+            return joined
+        finally:
+            await run_to_end(asyncio.to_thread(shutil.rmtree, base, True))
+
+    async def _build_parts(self, wrappers: list[Path]) -> list[bytes] | None:
+        """Every part's output, or None as soon as one fails (the others are stopped)."""
+        lanes = asyncio.Semaphore(self._cpus)
+        failed = False
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._build_part(w, lanes)) for w in wrappers]
+        except* KustomizeBuildError:
+            failed = True
+        return None if failed else [t.result() for t in tasks]
+
+    async def _build_part(self, wrapper: Path, lanes: asyncio.Semaphore) -> bytes:
+        async with lanes, self._slots:
+            if self._metrics is not None:
+                self._metrics.builder_process("part")
+            # the plan says no remote reference: the strictest environment fits
+            res = await self._invoke(wrapper, workdir=wrapper, env=self._env(wrapper, allow_remote=False, small=False))
+        if res.returncode != 0:
+            raise KustomizeBuildError("a part of a split build failed")
+        return res.stdout
+
+    def _split_result(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.split_build(result)
+
     def _write_wrapper(self, directories: list[Path], token: str) -> Path:
         assert self._workspace is not None
         wrapper = self._workspace.create()
         write_wrapper(wrapper, directories, token)
         return wrapper
+
+
+def _proven(outputs: list[bytes], plan: SplitPlan) -> Joined | None:
+    try:
+        documents = check_parts(outputs, plan.hint)
+    except KustomizeError:  # an output that does not decode: the whole build reports it
+        return None
+    return None if documents is None else join_parts(outputs, documents)
 
 
 def _trusted_parts(stdout: bytes, token: str, hints: Sequence[BatchHint]) -> list[bytes | None]:

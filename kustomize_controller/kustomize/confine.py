@@ -20,8 +20,9 @@ a repository on the controller's disk) are always refused. Helm
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
-The report also notes, for :mod:`.batch`, every top-level field, name prefix and suffix of the
-kustomizations visited and whether a ``patches`` entry may rename (``facts``).
+The report also notes, for :mod:`.batch` and :mod:`.split`, every top-level field, name prefix and
+suffix of the kustomizations visited, whether a ``patches`` entry may rename and whether an entry leads
+back to the directory the walk started in (``facts``).
 
 The report also lists what the walk reached (every visited directory and every resolved local
 path, present or not): :mod:`.reach` uses it to give each build its own copy of exactly what it can
@@ -98,6 +99,7 @@ class _Walker:
         self.root = Path(os.path.realpath(root))
         self.allow_remote = allow_remote
         self.visited: set[str] = set()
+        self.top: str | None = None  # the real path of the directory the walk started in
         self.report = ConfinementReport()
 
     # -- helpers --------------------------------------------------------------------------------
@@ -137,7 +139,11 @@ class _Walker:
     ) -> None:
         real = os.path.realpath(directory)
         if real in self.visited:
+            if real == self.top:
+                self.report.facts.top_revisited = True
             return
+        if self.top is None:
+            self.top = real
         self.visited.add(real)
         self.report.directories.append(Path(real))
         kfile = top[0] if top is not None else find_kustomization_file(directory)

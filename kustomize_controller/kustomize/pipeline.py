@@ -78,6 +78,7 @@ from kustomize_controller.kustomize.parse import Document, digest, dump_object, 
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
 from kustomize_controller.kustomize.reach import Reach, materialise, reach, write_generated
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.kustomize.split import Joined
 from kustomize_controller.kustomize.substitute import (
     PostBuild,
     Substituter,
@@ -453,22 +454,40 @@ class BuildPipeline:
                         objects=objects, digest=rendered_digest, documents=[], metadata_applied=True, reused=True
                     )
                 self._builds.record("miss")
-        # The kustomization is generated and the confinement walk runs once: a build that computed its
-        # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
-        if checkout.shared is not None:
-            assert found is not None
-            root, directory = await self._open_view(checkout, source, found)
-        elif found is not None:
-            root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
+        # A large root whose parts are proven to be its whole build needs no view: its parts read the
+        # shared tree, which they never write (with a decryptor, sources are decrypted in a view first).
+        joined: Joined | None = None
+        if checkout.shared is not None and found is not None and found.split is not None and decryptor is None:
+            real_source, real_dir = (Path(p) for p in _realpaths(source, source_dir))
+            joined = await self._try_split(real_dir, real_source, found)
+        if joined is not None:
+            result = await self._finish(joined.documents, options, decryptor=decryptor, var_source=var_source,
+                                        variables=variables)
         else:
-            root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
-        result = await self._run_build(
-            checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables,
-            batch=None if found is None else found.batch,
-        )
+            # The kustomization is generated and the confinement walk runs once: a build that computed its
+            # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
+            if checkout.shared is not None:
+                assert found is not None
+                root, directory = await self._open_view(checkout, source, found)
+            elif found is not None:
+                root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
+            else:
+                root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
+            result = await self._run_build(
+                checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables,
+                found=found, split=checkout.shared is None or decryptor is not None,  # else tried above
+            )
         if key is not None and self._builds is not None:
             await self._builds.store(key, result.objects, result.digest)
         return result
+
+    async def _try_split(self, directory: Path, root: Path, found: Reach) -> Joined | None:
+        """The builder's parts of a large root, when it splits builds and proves them (:mod:`.split`)."""
+        build_split = getattr(self._builder, "build_split", None)
+        if found.split is None or not callable(build_split):
+            return None
+        joined: Joined | None = await build_split(directory, root=root, plan=found.split, generated=found.generated)
+        return joined
 
     async def _cache_key(
         self, found: Reach, options: BuildOptions, decryptor: Decryptor | None, var_source: VarSource | None
@@ -504,19 +523,38 @@ class BuildPipeline:
         decryptor: Decryptor | None,
         var_source: VarSource | None,
         variables: dict[str, str] | None,
-        batch: BatchHint | None = None,
+        found: Reach | None = None,
+        split: bool = True,
     ) -> BuildResult:
-        """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked)."""
+        """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked);
+        ``found``: its reach, whose hints let the build share a process or (``split``) run in parts."""
         if decryptor is not None:
             try:
                 await asyncio.to_thread(decryptor.decrypt_sources, root, directory)
             except DecryptionError as err:
                 raise DecryptionError(f"error decrypting sources: {err}") from err
-        output = await self._builder.build(
-            directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases, batch=batch
-        )
-        documents = await asyncio.to_thread(parse_documents, output)
+        joined = None if found is None or not split else await self._try_split(directory, root, found)
+        if joined is not None:
+            documents = joined.documents
+        else:
+            output = await self._builder.build(
+                directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases,
+                batch=None if found is None else found.batch,
+            )
+            documents = await asyncio.to_thread(parse_documents, output)
+        return await self._finish(documents, options, decryptor=decryptor, var_source=var_source,
+                                  variables=variables)
 
+    async def _finish(
+        self,
+        documents: list[Document],
+        options: BuildOptions,
+        *,
+        decryptor: Decryptor | None,
+        var_source: VarSource | None,
+        variables: dict[str, str] | None,
+    ) -> BuildResult:
+        """From the builder's decoded ``documents``: decryption, substitution, digest, guard, commonMetadata."""
         substituter = (
             Substituter(options.post_build, var_source, strict=options.strict_substitution)
             if options.post_build is not None

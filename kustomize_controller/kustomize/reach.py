@@ -20,7 +20,9 @@ Contract (:func:`reach`, synchronous — run it in a thread):
   what :func:`.generate.generate` would write in the build directory, and the confinement walk above
   is the one a build runs: a build of exactly the tree that was reached (same bytes, same overlay)
   writes that text with :func:`write_generated` instead of generating and walking again.
-- :attr:`Reach.batch` says whether the build may share a builder process with others (:mod:`.batch`).
+- :attr:`Reach.batch` says whether the build may share a builder process with others (:mod:`.batch`),
+  :attr:`Reach.split` whether it may be built in parts (:mod:`.split`; each ``resources`` entry of the
+  root weighed by the objects of the files it reaches, counted while they are hashed).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from kustomize_controller.kustomize.batch import BatchHint, batch_hint
 from kustomize_controller.kustomize.confine import check_confinement
 from kustomize_controller.kustomize.generate import Overlay, render_kustomization
 from kustomize_controller.kustomize.paths import KUSTOMIZATION_FILE_NAMES
+from kustomize_controller.kustomize.split import SplitPlan, split_plan
 
 _CHUNK = 1 << 16
+_KIND_LINE = b"\nkind:"  # a line starting an object's kind: one object (a List's items are indented)
 
 
 @dataclass(slots=True)
@@ -49,14 +53,38 @@ class Reach:
     kustomization_file: str = ""  # relative path of the build's kustomization file (maybe not there yet)
     generated: str = ""  # the text generation writes to it (spec overlays applied)
     batch: BatchHint | None = None  # set when the build may share a builder process (:mod:`.batch`)
+    split: SplitPlan | None = None  # set when the build may run in parts (:mod:`.split`)
 
 
-def _file_digest(path: str) -> str:
+def _file_digest(path: str, counts: dict[str, int] | None = None) -> str:
+    """The file's sha256; with ``counts``, also its objects (lines starting ``kind:``, at least one) under
+    ``path``."""
     h = hashlib.sha256()
+    objects = 0
+    tail = b"\n"  # the file starts a line; then the last bytes of the chunk before (a line across chunks)
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
+            if counts is not None:
+                objects += (tail + chunk).count(_KIND_LINE)
+                tail = chunk[-(len(_KIND_LINE) - 1):]
+    if counts is not None:
+        counts[path] = max(1, objects)
     return h.hexdigest()
+
+
+def _weights(directory: str, entries: list[str], counts: dict[str, int]) -> list[int]:
+    """The objects each ``resources`` entry of the root in ``directory`` reaches: a file's own, a
+    directory's files' together (an estimate: it balances the parts, it decides nothing else)."""
+    weights = []
+    for entry in entries:
+        path = os.path.realpath(os.path.normpath(os.path.join(directory, entry)))
+        if path in counts:
+            weights.append(counts[path])
+            continue
+        prefix = path + os.sep
+        weights.append(max(1, sum(n for p, n in counts.items() if p.startswith(prefix))))
+    return weights
 
 
 def _tree_entries(root: str, top: str) -> list[tuple[str, str]]:
@@ -86,6 +114,10 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
         generated=generated,
         batch=batch_hint(report.facts, kus, remote=bool(report.remote_references)),
     )
+    listed = kus.get("resources")
+    splittable = isinstance(listed, list) and split_plan(
+        kus, out.batch, [1] * len(listed), top_revisited=report.facts.top_revisited) is not None
+    counts: dict[str, int] | None = {} if splittable else None
     files: set[str] = set()
     visited = {str(d) for d in report.directories}
 
@@ -114,7 +146,7 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
 
     out.files = sorted(files)
     for rel in out.files:
-        entries.append((rel, _file_digest(os.path.join(real_root, rel))))
+        entries.append((rel, _file_digest(os.path.join(real_root, rel), counts)))
     for rel in out.dirs:
         entries.append((rel, "d"))
     for ref in sorted(out.remote):
@@ -122,6 +154,10 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
     for rel, marker in sorted(set(entries)):
         h.update(rel.encode() + b"\0" + marker.encode() + b"\n")
     out.content_key = h.hexdigest()
+    if counts is not None:
+        assert isinstance(kus["resources"], list)
+        weights = _weights(os.path.realpath(directory), kus["resources"], counts)
+        out.split = split_plan(kus, out.batch, weights, top_revisited=report.facts.top_revisited)
     return out
 
 
