@@ -490,7 +490,7 @@ class KustomizeBuilder:
 
 def _proven(outputs: list[bytes], plan: SplitPlan) -> Joined | None:
     try:
-        documents = check_parts(outputs, plan.hint)
+        documents = check_parts(outputs, plan)
     except KustomizeError:  # an output that does not decode: the whole build reports it
         return None
     return None if documents is None else join_parts(outputs, documents)

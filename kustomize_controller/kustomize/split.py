@@ -36,10 +36,11 @@ Proof (:func:`check_parts`), else the whole build runs as before:
 
 - every part's process succeeded and its output parses (any failure: the whole build, whose error
   and message are then the root's own);
-- no two parts hold objects of the same group and kind whose possible previous names
-  (:func:`~.batch.previous_names`: the name with a hash suffix and the kustomizations' name prefixes
-  and suffixes stripped) meet: an ID collision of the whole build (an error there) cannot pass
-  unseen, whatever the root's transformers made of the two objects afterwards;
+- no two parts hold objects of the same group and kind whose names, a hash suffix and the root's own
+  name prefix and suffix stripped (:func:`~.batch.previous_names`), may meet: two objects collide in
+  the whole build (an error there) only with the same ID when appended, before the root's transformers
+  (which rename every object of a kind alike) and the hash suffixes (added last, per object) — so no
+  collision passes unseen;
 - no part's output holds, as a whole scalar, a possible previous name of another part's object
   (:func:`~.batch.crossed`): ``nameref`` rewrites a reference only to an object one of whose names it
   holds, so each part saw exactly the candidates of the whole build;
@@ -83,11 +84,12 @@ SPLIT_MIN_OBJECTS = 1000
 @dataclass(frozen=True, slots=True)
 class SplitPlan:
     """A root that may be built in parts: its ``resources`` entries' estimated objects (``weights``, in
-    order) and the name affixes its kustomizations add (``hint``). The wrappers are written from the
-    generated kustomization text (:attr:`.reach.Reach.generated`)."""
+    order), the name affixes its kustomizations add (``hint``) and those the root itself adds (``top``).
+    The wrappers are written from the generated kustomization text (:attr:`.reach.Reach.generated`)."""
 
     weights: tuple[int, ...]
     hint: BatchHint
+    top: BatchHint
 
     @property
     def objects(self) -> int:
@@ -116,26 +118,27 @@ def split_plan(top: Mapping[str, Any], hint: BatchHint | None, weights: Sequence
         for gen in top.get(key) or ():
             if not isinstance(gen, dict) or gen.get("behavior", "create") not in ("", "create"):
                 return None
-    return SplitPlan(weights=tuple(weights), hint=hint)
+    affixes = [frozenset({v}) if isinstance(v := top.get(key), str) and v else frozenset()
+               for key in ("namePrefix", "nameSuffix")]
+    return SplitPlan(weights=tuple(weights), hint=hint, top=BatchHint(prefixes=affixes[0], suffixes=affixes[1]))
 
 
 def partition(weights: Sequence[int], part_objects: int) -> list[range]:
-    """Contiguous slices of the entries, each about ``part_objects`` objects (at least two slices, at most
-    one per entry)."""
-    total = sum(weights)
-    count = min(len(weights), max(2, math.ceil(total / max(1, part_objects))))
+    """Contiguous slices of the entries, each about ``part_objects`` objects and as even as the entries
+    allow (at least two slices, at most one per entry)."""
+    count = min(len(weights), max(2, math.ceil(sum(weights) / max(1, part_objects))))
     slices: list[range] = []
     start = 0
     running = 0
+    left = sum(weights)  # the weight of the entries not yet in a slice
     for index, weight in enumerate(weights):
         running += weight
-        left_entries = len(weights) - index - 1
-        left_parts = count - len(slices) - 1
-        if left_parts and (running * count >= total * (len(slices) + 1) or left_entries == left_parts):
+        parts_left = count - len(slices)
+        if parts_left > 1 and (running * parts_left >= left or len(weights) - index - 1 == parts_left - 1):
             slices.append(range(start, index + 1))
-            start = index + 1
+            start, left, running = index + 1, left - running, 0
     slices.append(range(start, len(weights)))
-    return [s for s in slices if len(s)]
+    return slices
 
 
 def _moved(entry: str, directory: Path, wrapper: Path) -> str:
@@ -214,7 +217,7 @@ def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def check_parts(outputs: Sequence[bytes], hint: BatchHint) -> list[list[Document]] | None:
+def check_parts(outputs: Sequence[bytes], plan: SplitPlan) -> list[list[Document]] | None:
     """Each part's documents when the parts are proven to be the whole build's (module docstring), else
     None. Raises what decoding raises (a :class:`~.errors.ManifestParseError`): the caller then builds
     the whole root."""
@@ -227,11 +230,11 @@ def check_parts(outputs: Sequence[bytes], hint: BatchHint) -> list[list[Document
             name = doc.obj["metadata"]["name"]
             part_names.append(name)
             group, kind = _group(doc.obj["apiVersion"]), doc.obj["kind"]
-            for previous in previous_names(name, hint.prefixes, hint.suffixes):
+            for previous in previous_names(name, plan.top.prefixes, plan.top.suffixes):
                 if owners.setdefault((group, kind, previous), index) != index:
                     return None
         names.append(part_names)
-    if crossed(outputs, [hint] * len(outputs), names=names):
+    if crossed(outputs, [plan.hint] * len(outputs), names=names):
         return None
     return documents
 
