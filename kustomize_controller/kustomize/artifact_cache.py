@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import os
 import shutil
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -40,7 +39,7 @@ from kustomize_controller.kustomize.extract import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_EXTRACT_BYTES,
     Workspace,
-    extract_tarball,
+    extract_tree,
 )
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.settle import run_to_end
@@ -57,22 +56,12 @@ class _Entry:
     loading: asyncio.Future[BaseException | None] | None = None
 
 
-def _tree_size(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
 def _unpack(archive: Path, target: Path, *, max_bytes: int, max_entries: int) -> int:
-    """Extract ``archive`` into the new directory ``target`` and return its size; the archive is
-    removed whatever happens, and so is ``target`` when extraction fails."""
+    """Extract ``archive`` into the new directory ``target`` and return its size (the bytes of its files);
+    the archive is removed whatever happens, and so is ``target`` when extraction fails."""
     try:
         target.mkdir()
-        extract_tarball(archive, target, max_bytes=max_bytes, max_entries=max_entries)
-        return _tree_size(target)
+        return extract_tree(archive, target, max_bytes=max_bytes, max_entries=max_entries).bytes
     except BaseException:
         shutil.rmtree(target, True)
         raise

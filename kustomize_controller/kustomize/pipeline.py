@@ -391,25 +391,25 @@ class BuildPipeline:
             self._reach_memo.put(memo_key, found)
         return found
 
-    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> tuple[Path, Path]:
-        """Give the build its private temp dir holding copies of what it can read and its generated
-        kustomization, in one worker-thread hop; the dir is removed when the checkout exits (once the
-        hop ended, even when the build was cancelled meanwhile). Returns the build's real root and
-        directory."""
+    async def _open_view(self, checkout: Checkout, source: Path, found: Reach, *, link: bool) -> tuple[Path, Path]:
+        """Give the build its private temp dir holding copies of what it can read (hard links with
+        ``link``: nothing will decrypt in it) and its generated kustomization, in one worker-thread hop;
+        the dir is removed when the checkout exits (once the hop ended, even when the build was
+        cancelled meanwhile). Returns the build's real root and directory."""
         assert checkout.views is not None and checkout.shared_directory is not None and checkout.shared is not None
         relative = checkout.shared_directory.relative_to(checkout.shared)
-        hop = asyncio.ensure_future(asyncio.to_thread(self._make_view, found, source, relative))
+        hop = asyncio.ensure_future(asyncio.to_thread(self._make_view, found, source, relative, link))
         checkout.views.push_async_callback(_remove_view, hop)
         tmp, root, directory = await asyncio.shield(hop)
         checkout.root, checkout.workdir = tmp / "artifact", tmp / "work"
         checkout.directory = checkout.root / relative
         return root, directory
 
-    def _make_view(self, found: Reach, source: Path, relative: Path) -> tuple[Path, Path, Path]:
+    def _make_view(self, found: Reach, source: Path, relative: Path, link: bool) -> tuple[Path, Path, Path]:
         tmp = self._workspace.create()
         try:
             root, _ = self._layout(tmp)
-            materialise(found, source, root)
+            materialise(found, source, root, link=link)
             real_root, real_dir = (Path(p) for p in _realpaths(root, root / relative))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -468,7 +468,7 @@ class BuildPipeline:
             # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
             if checkout.shared is not None:
                 assert found is not None
-                root, directory = await self._open_view(checkout, source, found)
+                root, directory = await self._open_view(checkout, source, found, link=decryptor is None)
             elif found is not None:
                 root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
             else:

@@ -13,9 +13,10 @@ Contract (:func:`reach`, synchronous — run it in a thread):
   markers, missing markers and the generated kustomization text. Same key ⇒ kustomize reads the
   same bytes. Remote references are listed in :attr:`Reach.remote` (their content is not ours to
   key: such builds are never cached).
-- :func:`materialise` copies (never links: SOPS decrypts files in place) exactly that set into a
-  build's empty view, under the same relative paths, the kustomization file written as generated
-  (below), so the build behaves as it would on a full private extraction.
+- :func:`materialise` copies exactly that set into a build's empty view, under the same relative
+  paths, the kustomization file written as generated (below), so the build behaves as it would on a
+  full private extraction; it hard-links the files instead when asked, for a build nothing decrypts
+  (SOPS decrypts files in place, and the shared tree must never be written).
 - The generated kustomization (:attr:`Reach.generated`, for :attr:`Reach.kustomization_file`) is
   what :func:`.generate.generate` would write in the build directory, and the confinement walk above
   is the one a build runs: a build of exactly the tree that was reached (same bytes, same overlay)
@@ -161,14 +162,19 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
     return out
 
 
-def materialise(found: Reach, source: Path, view: Path) -> None:
+def materialise(found: Reach, source: Path, view: Path, *, link: bool = False) -> None:
     """Copy what ``found`` lists from ``source`` into the (new or empty) directory ``view``, and write
     the generated kustomization (:func:`write_generated`) instead of copying the file it replaces.
 
     Contents only (file modes are not kept: kustomize only reads, and runs no plugins); each
-    directory is made once (creating a file or directory costs ~0.2 ms of CPU on a VM's disk)."""
+    directory is made once (creating a file or directory costs ~0.2 ms of CPU on a VM's disk).
+    ``link``: hard-link the files instead (one ``link`` call instead of creating and writing a file:
+    ~30 µs against 0.1-0.5 ms on a VM's disk) — only for a view nothing writes into but its generated
+    kustomization, which is written as a new file (no decryption: SOPS decrypts in place); a file that
+    cannot be linked (another file system) is copied."""
     view.mkdir(parents=True, exist_ok=True)
     made = {os.path.normpath(view)}
+    place = _link_or_copy if link else shutil.copyfile
 
     def ensure(directory: str) -> None:
         if directory not in made:
@@ -178,15 +184,22 @@ def materialise(found: Reach, source: Path, view: Path) -> None:
     for rel in found.dirs:
         ensure(os.path.normpath(view / rel))
     for rel in found.trees:
-        shutil.copytree(source / rel, view / rel, dirs_exist_ok=True)
+        shutil.copytree(source / rel, view / rel, dirs_exist_ok=True, copy_function=place)
     for rel in found.files:
         if rel == found.kustomization_file:
             continue
         target = os.path.normpath(view / rel)
         ensure(os.path.dirname(target))
-        shutil.copyfile(source / rel, target)
+        place(source / rel, target)
     ensure(os.path.dirname(os.path.normpath(view / found.kustomization_file)))
     write_generated(found, view)
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def write_generated(found: Reach, root: Path) -> Path:
