@@ -8,9 +8,11 @@ Contract:
   does. Callers arriving while that runs wait for it (single flight) and receive the same outcome:
   the tree, or an error of the same type and message. A loader that is cancelled hands the work
   to the next waiter instead of failing it.
-- The tree is **never written** after extraction: builds read it through :mod:`.reach`, which copies
-  what a build can read into the build's own temp dir. Nothing a build generates, overlays or
-  decrypts can reach the shared tree or another build.
+- The tree is **never written** after extraction: builds read it through :mod:`.reach`, which places
+  what a build can read into the build's own temp dir (copies when the build decrypts there; hard links
+  when nothing but the generated kustomization, a new file, is written there), or through the
+  wrappers of a build in parts (:mod:`.split`), which only read. Nothing a build generates, overlays
+  or decrypts can reach the shared tree or another build.
 - Trees live under one ``kustomization-<pid>-*`` directory of the :class:`~.extract.Workspace`, so
   a crashed controller's cache is removed by ``Workspace.sweep()`` at the next start, with the temp
   dirs; :meth:`close` removes it on shutdown.
