@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,8 @@ class _Walker:
         self.visited: set[str] = set()
         self.top: str | None = None  # the real path of the directory the walk started in
         self.report = ConfinementReport()
+        self._real_root = str(self.root)
+        self._real_dirs: dict[str, str] = {}  # directory → its real path, for _realpath
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -115,11 +118,33 @@ class _Walker:
         if "file://" in entry.lower():
             raise self._fail(kfile, key, entry, "is a local git reference outside the artifact root")
         # kustomize cleans ".." lexically before the OS follows symlinks: check that same path.
-        real, inside = resolve_inside(self.root, Path(os.path.normpath(os.path.join(base, entry))))
-        if not inside:
+        real = Path(self._realpath(os.path.normpath(os.path.join(base, entry))))
+        if not self._inside(str(real)):
             raise self._fail(kfile, key, entry, "resolves outside the artifact root")
         self.report.paths.add(real)
         return real
+
+    def _inside(self, real: str) -> bool:
+        return real == self._real_root or real.startswith(self._real_root.rstrip(os.sep) + os.sep)
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath(path)`` for a clean absolute ``path``, the real directories above it
+        remembered for the walk: a root of 5,000 entries in one directory then costs one ``lstat`` an
+        entry instead of one per component of each path (~70,000 in all, ~0.3 s of CPU). The last
+        component is followed when it is a symbolic link, as ``realpath`` does (the tree does not
+        change during the walk)."""
+        parent, name = os.path.split(path)
+        if not name or name in (".", ".."):
+            return os.path.realpath(path)
+        real_parent = self._real_dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._real_dirs[parent] = os.path.realpath(parent)
+        candidate = os.path.join(real_parent, name)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:
+            return candidate  # missing: realpath keeps the name as it is
+        return os.path.realpath(candidate) if stat.S_ISLNK(mode) else candidate
 
     def _maybe_remote(self, kfile: Path, base: Path, key: str, entry: str) -> bool:
         """True when ``entry`` is a remote reference that is allowed; raise if refused."""

@@ -18,8 +18,9 @@ Caches (both optional; without them every checkout downloads and every build run
   its artifact (one download per ``url`` + ``digest``) and an empty private view; :meth:`build`
   places into the view exactly what the build can read (:mod:`.reach`: hard links when nothing will
   decrypt in it, else copies) and works there, so the shared tree is never written. A large root
-  built in parts (:mod:`.split`) needs no view without a decryptor: its parts only read the tree. (:meth:`local_checkout` always copies: a local directory may hold
-  symlinks, which an extracted artifact never does and a view would not keep.)
+  built in parts (:mod:`.split`) needs no view without a decryptor: its parts only read the tree.
+  (:meth:`local_checkout` always copies: a local directory may hold symlinks, which an extracted
+  artifact never does and a view would not keep.)
 - With a :class:`~.build_cache.BuildCache`, :meth:`build` first computes the key of its inputs
   (content reachable from the path, options, resolved postBuild variables, decryption key identity,
   builder identity) and returns the stored objects when it is known (``BuildResult.reused``);

@@ -28,6 +28,7 @@ Contract (:func:`reach`, synchronous — run it in a thread):
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import shutil
@@ -78,13 +79,23 @@ def _weights(directory: str, entries: list[str], counts: dict[str, int]) -> list
     """The objects each ``resources`` entry of the root in ``directory`` reaches: a file's own, a
     directory's files' together (an estimate: it balances the parts, it decides nothing else)."""
     weights = []
+    paths: list[str] | None = None  # sorted, for directories
     for entry in entries:
-        path = os.path.realpath(os.path.normpath(os.path.join(directory, entry)))
+        path = os.path.normpath(os.path.join(directory, entry))
+        if path not in counts:  # an extracted tree has no links: only a local copy's may need resolving
+            path = os.path.realpath(path)
         if path in counts:
             weights.append(counts[path])
             continue
+        if paths is None:
+            paths = sorted(counts)
         prefix = path + os.sep
-        weights.append(max(1, sum(n for p, n in counts.items() if p.startswith(prefix))))
+        total = 0
+        for index in range(bisect.bisect_left(paths, prefix), len(paths)):
+            if not paths[index].startswith(prefix):
+                break
+            total += counts[paths[index]]
+        weights.append(max(1, total))
     return weights
 
 
