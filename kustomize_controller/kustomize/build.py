@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
 from kustomize_controller.kustomize.batch_queue import BatchQueue, Demand
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
@@ -443,9 +445,17 @@ class KustomizeBuilder:
         (:mod:`.split`); never raises a build's error (the whole build then reports it)."""
         if self._workspace is None or self._part_objects <= 0 or plan.objects < max(2, self._split_min):
             return None
-        base = await asyncio.to_thread(self._workspace.create)
         try:
-            wrappers = await asyncio.to_thread(write_parts, generated, plan, directory, base, self._part_objects)
+            base = await asyncio.to_thread(self._workspace.create)
+        except OSError:
+            self._split_result("whole")
+            return None
+        try:
+            try:
+                wrappers = await asyncio.to_thread(write_parts, generated, plan, directory, base, self._part_objects)
+            except (OSError, yaml.YAMLError):  # the whole build reports what is wrong, if anything
+                self._split_result("whole")
+                return None
             outputs = await self._build_parts(wrappers)
             if outputs is None or sum(map(len, outputs)) > self._max_output:
                 self._split_result("whole")
