@@ -77,13 +77,14 @@ async def _kustomize_alone(cfg: Config, directory: Path, m: Metrics, prefix: str
     m[f"{prefix}.kustomize_cpu_s"] = _children_cpu() - cpu0
 
 
-async def big(cfg: Config, objects: int, *, into: Metrics | None = None) -> Metrics:
+async def big(cfg: Config, objects: int, *, reference: bool = True, into: Metrics | None = None) -> Metrics:
+    """``reference``: also run steps 1 and 2 (and so the ratios)."""
     m: Metrics = into if into is not None else {}
     prefix = f"big{objects}"
     within = max(600.0, objects * 0.2)
     async with cluster(cfg, prefix) as (api, client, artifacts), Tracker(client) as tracker:
         try:
-            await _run(cfg, objects, m, prefix, within, api, client, artifacts, tracker)
+            await _run(cfg, objects, m, prefix, within, api, client, artifacts, tracker, reference=reference)
         finally:
             if EXTERNAL_KUBECONFIG:  # the cluster's own cleanup removes the other two namespaces
                 with contextlib.suppress(NotFoundError):
@@ -92,23 +93,23 @@ async def big(cfg: Config, objects: int, *, into: Metrics | None = None) -> Metr
 
 
 async def _run(cfg: Config, objects: int, m: Metrics, prefix: str, within: float, api: Cluster, client: KubeClient,
-               artifacts: ArtifactServer, tracker: Tracker) -> None:
+               artifacts: ArtifactServer, tracker: Tracker, *, reference: bool) -> None:
     await install_crds(client)
     await create_namespaces(client, FLUX_NS, APPS_NS, REF_NS)
-    root = Path(tempfile.mkdtemp(prefix="big-src-", dir=cfg.workdir))
-    reference = root / "reference"
-    for rel, text in big_files(objects, namespace=REF_NS).items():
-        (reference / rel).parent.mkdir(parents=True, exist_ok=True)
-        (reference / rel).write_text(text)
-
-    await _kustomize_alone(cfg, reference, m, prefix)
-    api0, cpu0 = api_cpu(api), _children_cpu()
-    started = time.perf_counter()
-    await _kubectl_apply(cfg, reference, api.kubeconfig, root / "kube-cache")
-    m[f"{prefix}.reference_s"] = time.perf_counter() - started
-    m[f"{prefix}.reference_kubectl_cpu_s"] = _children_cpu() - cpu0
-    if api.pid:
-        m[f"{prefix}.reference_apiserver_cpu_s"] = api_cpu(api) - api0
+    if reference:
+        root = Path(tempfile.mkdtemp(prefix="big-src-", dir=cfg.workdir))
+        directory = root / "reference"
+        for rel, text in big_files(objects, namespace=REF_NS).items():
+            (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+            (directory / rel).write_text(text)
+        await _kustomize_alone(cfg, directory, m, prefix)
+        api0, cpu0 = api_cpu(api), _children_cpu()
+        started = time.perf_counter()
+        await _kubectl_apply(cfg, directory, api.kubeconfig, root / "kube-cache")
+        m[f"{prefix}.reference_s"] = time.perf_counter() - started
+        m[f"{prefix}.reference_kubectl_cpu_s"] = _children_cpu() - cpu0
+        if api.pid:
+            m[f"{prefix}.reference_apiserver_cpu_s"] = api_cpu(api) - api0
 
     artifact = await artifacts.publish_files(big_files(objects, namespace=APPS_NS), name=NAME)
     await publish_source(client, kind="GitRepository", namespace=FLUX_NS, name=NAME, artifact=artifact)
@@ -165,5 +166,6 @@ async def _run(cfg: Config, objects: int, m: Metrics, prefix: str, within: float
         if api.pid:
             m[f"{prefix}.noop_apiserver_cpu_s"] = api_cpu(api) - api0
         m[f"{prefix}.controller_peak_rss_mib"] = ctrl.stats().peak_rss_mib
-    m[f"{prefix}.cold_ratio"] = m[f"{prefix}.cold_s"] / m[f"{prefix}.reference_s"]
-    m[f"{prefix}.noop_ratio"] = m[f"{prefix}.noop_s"] / m[f"{prefix}.reference_s"]
+    if reference:
+        m[f"{prefix}.cold_ratio"] = m[f"{prefix}.cold_s"] / m[f"{prefix}.reference_s"]
+        m[f"{prefix}.noop_ratio"] = m[f"{prefix}.noop_s"] / m[f"{prefix}.reference_s"]

@@ -70,6 +70,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
     p.add_argument("--big-sizes", default=None,
                    help="objects of the big Kustomization, one ConfigMap per file (default 1000,5000)")
+    p.add_argument("--big-no-reference", action="store_true",
+                   help="big: skip kubectl kustomize alone and the kubectl reference (at 5,000 objects each builds "
+                        "for 70-100 s of CPU) and so the ratios, e.g. for a profile (--profile-dir)")
     p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
     p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
     p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
@@ -118,6 +121,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "sizes": sizes,
         "repeats": {s: repeats.get(s, 1) for s in sizes},
         "big_sizes": _sizes(args.big_sizes) if args.big_sizes else ([500] if quick else [1000, 5000]),
+        "big_reference": not args.big_no_reference,
         "latency_size": args.latency_size or (20 if quick else 100),
         "latency_samples": args.latency_samples or (20 if quick else 100),
         "baseline_size": args.baseline_size or (20 if quick else 100),
@@ -174,7 +178,8 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
                      lambda m: scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"], into=m))
     if "big" in wanted:
         for objects in p["big_sizes"]:
-            await record("big", objects, lambda m, objects=objects: big.big(cfg, objects, into=m))
+            await record("big", objects, lambda m, objects=objects: big.big(
+                cfg, objects, reference=p.get("big_reference", True), into=m))
     if "failover" in wanted:
         await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
     if "requests" in wanted:
