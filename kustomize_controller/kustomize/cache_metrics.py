@@ -14,6 +14,7 @@ ARTIFACT_RESULTS = ("hit", "miss")
 BUILD_RESULTS = ("hit", "miss", "bypass")
 PROCESS_KINDS = ("one", "several", "part")
 SPLIT_RESULTS = ("split", "whole")
+PART_RESULTS = ("built", "reused")
 
 
 class CacheMetrics:
@@ -63,6 +64,15 @@ class CacheMetrics:
         )
         for result in SPLIT_RESULTS:
             self.split_builds.labels(result)
+        self.split_parts = Counter(
+            "kustomize_controller_split_parts",
+            "Parts of large builds split in parts, by result: built (a kustomize process ran) or reused (the "
+            "output of a part built before with the same inputs).",
+            ["result"],
+            registry=registry,
+        )
+        for result in PART_RESULTS:
+            self.split_parts.labels(result)
         for kind in PROCESS_KINDS:
             self.builder_processes.labels(kind)
         for result in ARTIFACT_RESULTS:
@@ -92,3 +102,7 @@ class CacheMetrics:
     def split_build(self, result: str) -> None:
         """Count a build tried in parts (``result``: one of :data:`SPLIT_RESULTS`)."""
         self.split_builds.labels(result).inc()
+
+    def split_part(self, result: str) -> None:
+        """Count a part of a build in parts (``result``: one of :data:`PART_RESULTS`)."""
+        self.split_parts.labels(result).inc()

@@ -25,9 +25,10 @@ suffix of the kustomizations visited, whether a ``patches`` entry may rename and
 back to the directory the walk started in (``facts``).
 
 The report also lists what the walk reached (every visited directory and every resolved local
-path, present or not): :mod:`.reach` uses it to give each build its own copy of exactly what it can
-read, and to key the build cache on that content. ``top`` lets the walk start from a kustomization
-held in memory (the generated one) instead of the file on disk.
+path, present or not, with how many entries resolve to it): :mod:`.reach` uses it to give each
+build its own copy of exactly what it can read, and to key the build cache on that content.
+``top`` lets the walk start from a kustomization held in memory (the generated one) instead of the
+file on disk.
 
 Not promised: the content of remote bases is not inspected here. kustomize itself loads a git
 clone with its root-only restrictor (a cloned kustomization cannot read outside the clone, and
@@ -41,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +94,7 @@ class ConfinementReport:
     remote_references: list[str] = field(default_factory=list)
     directories: list[Path] = field(default_factory=list)
     paths: set[Path] = field(default_factory=set)
+    references: Counter[Path] = field(default_factory=Counter)  # how many entries resolve to each path
     facts: WalkFacts = field(default_factory=WalkFacts.empty)
 
 
@@ -122,6 +125,7 @@ class _Walker:
         if not self._inside(str(real)):
             raise self._fail(kfile, key, entry, "resolves outside the artifact root")
         self.report.paths.add(real)
+        self.report.references[real] += 1
         return real
 
     def _inside(self, real: str) -> bool:

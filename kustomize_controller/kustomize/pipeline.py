@@ -236,8 +236,11 @@ def _realpaths(*paths: Path) -> list[str]:
 def _reach_size(key: tuple[str, str, str, str, bool], found: Reach) -> int:
     """The reach memo's estimate of an entry (:func:`.memo.estimate`); a batch hint's affixes count too."""
     affixes = (*found.batch.prefixes, *found.batch.suffixes) if found.batch is not None else ()
-    return estimate(*key[:4], found.files, found.dirs, found.trees, found.remote, found.content_key,
+    size = estimate(*key[:4], found.files, found.dirs, found.trees, found.remote, found.content_key,
                     found.kustomization_file, found.generated, affixes)
+    if found.split is not None:  # a digest (or None) and a weight (two tuple slots) per entry
+        size += estimate([d for d in found.split.owned if d], found.split.shared) + 16 * len(found.split.weights)
+    return size
 
 
 def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:

@@ -32,6 +32,7 @@ import bisect
 import hashlib
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,20 +158,52 @@ def reach(root: Path, directory: Path, overlay: Overlay, *, allow_remote: bool) 
             entries.append((rel, "missing"))
 
     out.files = sorted(files)
+    digests: dict[str, str] = {}
     for rel in out.files:
-        entries.append((rel, _file_digest(os.path.join(real_root, rel), counts)))
+        digests[rel] = _file_digest(os.path.join(real_root, rel), counts)
+        entries.append((rel, digests[rel]))
     for rel in out.dirs:
         entries.append((rel, "d"))
     for ref in sorted(out.remote):
         entries.append((ref, "remote"))
-    for rel, marker in sorted(set(entries)):
+    ordered = sorted(set(entries))
+    for rel, marker in ordered:
         h.update(rel.encode() + b"\0" + marker.encode() + b"\n")
     out.content_key = h.hexdigest()
     if counts is not None:
         assert isinstance(kus["resources"], list)
-        weights = _weights(os.path.realpath(directory), kus["resources"], counts)
-        out.split = split_plan(kus, out.batch, weights, top_revisited=report.facts.top_revisited)
+        real_dir = os.path.realpath(directory)
+        weights = _weights(real_dir, kus["resources"], counts)
+        owned = _owned(real_dir, real_root, kus["resources"], digests, report.references, out.trees)
+        mine = {rel for rel in owned if rel is not None}
+        shared = hashlib.sha256()
+        for rel, marker in ordered:
+            if rel not in mine:
+                shared.update(rel.encode() + b"\0" + marker.encode() + b"\n")
+        out.split = split_plan(kus, out.batch, weights, top_revisited=report.facts.top_revisited,
+                               owned=[None if rel is None else digests[rel] for rel in owned],
+                               shared=shared.hexdigest())
     return out
+
+
+def _owned(directory: str, root: str, entries: list[str], digests: dict[str, str], references: Counter[Path],
+           trees: list[str]) -> list[str | None]:
+    """Per ``resources`` entry of the root, the relative path of the file it names when nothing else the
+    build reads is that file — no other entry of any kustomization resolves to it, it is no directory's
+    kustomization file and lies in no directory read whole — so only that entry's part reads it; else
+    None (a link, a directory, a missing file: None)."""
+    owned: list[str | None] = []
+    for entry in entries:
+        path = os.path.normpath(os.path.join(directory, entry))
+        rel = os.path.relpath(path, root)
+        alone = (
+            rel in digests
+            and references.get(Path(path)) == 1
+            and os.path.basename(rel) not in KUSTOMIZATION_FILE_NAMES
+            and not any(rel.startswith(tree + os.sep) for tree in trees)
+        )
+        owned.append(rel if alone else None)
+    return owned
 
 
 def materialise(found: Reach, source: Path, view: Path, *, link: bool = False) -> None:

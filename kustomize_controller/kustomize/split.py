@@ -53,6 +53,7 @@ own entries (already confined by the walk).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -90,6 +91,11 @@ class SplitPlan:
     weights: tuple[int, ...]
     hint: BatchHint
     top: BatchHint
+    # for reusing a part's output (:meth:`.build.KustomizeBuilder.build_split`): per entry, the digest of
+    # the file it names when nothing else in the build reads that file (else None), and a digest of
+    # everything else the build can read
+    owned: tuple[str | None, ...] = ()
+    shared: str = ""
 
     @property
     def objects(self) -> int:
@@ -97,7 +103,7 @@ class SplitPlan:
 
 
 def split_plan(top: Mapping[str, Any], hint: BatchHint | None, weights: Sequence[int], *,
-               top_revisited: bool) -> SplitPlan | None:
+               top_revisited: bool, owned: Sequence[str | None] = (), shared: str = "") -> SplitPlan | None:
     """The plan when the root whose generated kustomization is ``top`` may be built in parts (see the
     module docstring), else None. ``weights``: the estimated objects of each ``resources`` entry."""
     resources = top.get("resources")
@@ -120,7 +126,8 @@ def split_plan(top: Mapping[str, Any], hint: BatchHint | None, weights: Sequence
                 return None
     affixes = [frozenset({v}) if isinstance(v := top.get(key), str) and v else frozenset()
                for key in ("namePrefix", "nameSuffix")]
-    return SplitPlan(weights=tuple(weights), hint=hint, top=BatchHint(prefixes=affixes[0], suffixes=affixes[1]))
+    return SplitPlan(weights=tuple(weights), hint=hint, top=BatchHint(prefixes=affixes[0], suffixes=affixes[1]),
+                     owned=tuple(owned), shared=shared)
 
 
 def partition(weights: Sequence[int], part_objects: int) -> list[range]:
@@ -185,24 +192,38 @@ def wrapper_kustomization(top: Mapping[str, Any], entries: Sequence[str], direct
     return kus
 
 
-def write_parts(generated: str, plan: SplitPlan, directory: Path, base: Path, part_objects: int) -> list[Path]:
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A part's wrapper directory and what its output depends on besides the builder (``inputs``: its
+    kustomization with paths relative to the root, the digests of the files only it reads, and the
+    digest of everything else — the same inputs, the same output)."""
+
+    wrapper: Path
+    inputs: str
+
+
+def _dump(kus: Mapping[str, Any]) -> str:
+    return yaml.dump(kus, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def write_parts(generated: str, plan: SplitPlan, directory: Path, base: Path, part_objects: int) -> list[Part]:
     """Write one wrapper directory per part under the (empty) directory ``base`` for the root in
-    ``directory`` whose generated kustomization is ``generated``; return the wrapper directories."""
+    ``directory`` whose generated kustomization is ``generated``; return the parts."""
     top = yaml.load(generated, Loader=yaml.CSafeLoader)
     resources = top["resources"]
     slices = partition(plan.weights, part_objects)
-    wrappers: list[Path] = []
+    parts: list[Part] = []
     for index, part in enumerate(slices):
         wrapper = base / f"part-{index}"
         wrapper.mkdir()
-        kus = wrapper_kustomization(top, [resources[i] for i in part], directory, wrapper,
-                                    last=index == len(slices) - 1)
+        entries, last = [resources[i] for i in part], index == len(slices) - 1
         (wrapper / "kustomization.yaml").write_text(
-            yaml.dump(kus, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True),
-            encoding="utf-8",
-        )
-        wrappers.append(wrapper)
-    return wrappers
+            _dump(wrapper_kustomization(top, entries, directory, wrapper, last=last)), encoding="utf-8")
+        owned = [plan.owned[i] if i < len(plan.owned) else None for i in part]
+        inputs = json.dumps([_dump(wrapper_kustomization(top, entries, directory, directory, last=last)), owned,
+                             plan.shared])
+        parts.append(Part(wrapper, inputs))
+    return parts
 
 
 @dataclass(slots=True)
@@ -249,6 +270,7 @@ __all__ = [
     "SPLIT_FIELDS",
     "SPLIT_MIN_OBJECTS",
     "Joined",
+    "Part",
     "SplitPlan",
     "check_parts",
     "join_parts",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -492,3 +493,33 @@ async def test_a_root_below_the_threshold_is_built_whole(builder_command: Builde
     for result in ("split", "whole"):
         assert not registry.get_sample_value("kustomize_controller_split_builds_total", {"result": result})
 
+
+
+async def test_a_new_revision_builds_only_the_parts_whose_files_changed(pair: Pair, tmp_path: Path) -> None:
+    """The outputs of unchanged parts are reused, and the joined result is still the whole build's; a file
+    read by a base (not only by its own entry) changes every part's inputs."""
+    def parts(result: str) -> float:
+        return pair.split.registry.get_sample_value("kustomize_controller_split_parts_total", {"result": result}) or 0
+    source = every_transformer(tmp_path / "v1", count=12)
+    (source / "shared.yaml").write_text(configmap("shared-by-two"))
+    (source / "base").mkdir()
+    (source / "base" / "kustomization.yaml").write_text(kustomization(["../shared.yaml"], "namePrefix: b-\n"))
+    kfile = source / "kustomization.yaml"
+    kfile.write_text(kfile.read_text().replace("resources:\n", "resources:\n- base\n- shared.yaml\n"))
+    split, whole = await pair.both(source)
+    assert split == whole and parts("reused") == 0
+    built = parts("built")
+
+    changed = tmp_path / "v2"
+    shutil.copytree(source, changed)
+    (changed / "res" / "obj-004.yaml").write_text(service("svc-4-changed"))
+    split, whole = await pair.both(changed)
+    assert split == whole and "svc-4-changed" in split
+    assert parts("built") == built + 1 and parts("reused") == built - 1
+
+    again = tmp_path / "v3"
+    shutil.copytree(changed, again)
+    (again / "shared.yaml").write_text(configmap("shared-by-two", data="k: changed"))
+    split, whole = await pair.both(again)
+    assert split == whole and "k: changed" in split
+    assert parts("built") == 2 * built + 1

@@ -353,3 +353,23 @@ async def test_a_failing_part_stops_the_others(tmp_path: Path) -> None:
     for pidfile in pids.iterdir():
         with pytest.raises(ProcessLookupError):
             os.kill(int(pidfile.read_text()), 0)
+
+
+async def test_a_part_with_the_inputs_of_one_built_before_gets_its_output_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    fake = script(tmp_path / "kustomize", f'echo "${{2##*/}}" >> {runs}\n' + PART_SCRIPT)
+    builder = builder_for(fake, RealClock(), workspace=Workspace(tmp_path / "ws"), part_objects=1, split_min=2)
+
+    async def build(owned: tuple[str | None, ...], shared: str) -> list[str]:
+        runs.write_text("")
+        plan = SplitPlan(weights=(1, 1, 1, 1), hint=BatchHint(), top=BatchHint(), owned=owned, shared=shared)
+        joined = await builder.build_split(tmp_path, root=tmp_path, plan=plan, generated=GENERATED)
+        assert joined is not None and len(joined.documents) == 4
+        return runs.read_text().split()
+
+    assert sorted(await build(("a", "b", "c", None), "s")) == ["part-0", "part-1", "part-2", "part-3"]
+    assert await build(("a", "b", "c", None), "s") == []  # nothing changed: no process
+    assert await build(("a", "B", "c", None), "s") == ["part-1"]  # the file only part 1 reads
+    assert sorted(await build(("a", "B", "c", None), "t")) == ["part-0", "part-1", "part-2", "part-3"]
+    assert len(await build(("a", "B", "c", None), "")) == 4  # no inputs known: never reused
+    assert len(await build(("a", "B", "c", None), "")) == 4

@@ -128,3 +128,34 @@ def test_same_names_in_other_groups_or_kinds_do_not_collide_but_still_cross() ->
     # an apps/v1 and a core object of one name: no collision, but a shared name is never proven
     assert check_parts([cm("a", api="apps/v1", kind="Deployment"), cm("b")], plan()) is not None
     assert check_parts([cm("a", api="apps/v1", kind="Deployment"), cm("a")], plan()) is None
+
+
+def test_reach_tells_which_files_only_one_entry_reads(tmp_path: Path) -> None:
+    from kustomize_controller.kustomize.generate import Overlay
+    from kustomize_controller.kustomize.reach import reach
+
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {}\n"
+    files = {
+        "app/kustomization.yaml": "resources: [a.yaml, b.yaml, base, c.yaml, sub/kustomization.yaml, gone.yaml]\n",
+        "app/a.yaml": cm.format("a"), "app/b.yaml": cm.format("b") + "---\n" + cm.format("b2"),
+        "app/c.yaml": cm.format("c"),
+        "app/base/kustomization.yaml": "resources: [../b.yaml, own.yaml]\n", "app/base/own.yaml": cm.format("o"),
+        "app/sub/kustomization.yaml": "resources: []\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    plan = reach(tmp_path, tmp_path / "app", Overlay(), allow_remote=False).split
+    assert plan is not None
+    assert plan.weights == (1, 2, 2, 1, 1, 1)  # base: the files below it (b.yaml is not), at least one each
+    a, b, base, c, sub, gone = plan.owned
+    assert a is not None and c is not None and a != c  # digests of files only their entry reads
+    assert b is None  # the base reads it too
+    assert base is None and sub is None and gone is None  # a directory, a kustomization file, a missing file
+    before = plan.shared
+    (tmp_path / "app" / "a.yaml").write_text(cm.format("a2"))
+    again = reach(tmp_path, tmp_path / "app", Overlay(), allow_remote=False).split
+    assert again is not None and again.shared == before and again.owned[0] != a and again.owned[1:] == plan.owned[1:]
+    (tmp_path / "app" / "base" / "own.yaml").write_text(cm.format("o2"))
+    third = reach(tmp_path, tmp_path / "app", Overlay(), allow_remote=False).split
+    assert third is not None and third.shared != before
