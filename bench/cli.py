@@ -2,7 +2,9 @@
 
 Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new revision + no-op
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
-Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
+Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects (cold, one object changed,
+no-op, against ``kubectl kustomize | kubectl apply --server-side`` of the same directory; bench/big.py),
+leader fail-over, and
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
 (issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios ui`` (issue 37, the
 web UI with 1,000 Kustomizations in headless chromium: bench/ui.py), ``--scenarios scale`` (issue 27),
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    big,
     chaos,
     health_waits,
     key_services,
@@ -79,7 +82,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help=f"comma-separated subset of {','.join(ALL + OPTIONAL)} (default: all but {','.join(OPTIONAL)})")
     p.add_argument("--sizes", default=None, help="Kustomization counts for cold start (default 100,500,1000)")
     p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
-    p.add_argument("--big-sizes", default=None, help="objects of the big Kustomization (default 1000,5000)")
+    p.add_argument("--big-sizes", default=None,
+                   help="objects of the big Kustomization, one ConfigMap per file (default 1000,5000)")
+    p.add_argument("--big-no-reference", action="store_true",
+                   help="big: skip kubectl kustomize alone and the kubectl reference (at 5,000 objects each builds "
+                        "for 70-100 s of CPU) and so the ratios, e.g. for a profile (--profile-dir)")
     p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
     p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
     p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
@@ -134,6 +141,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "sizes": sizes,
         "repeats": {s: repeats.get(s, 1) for s in sizes},
         "big_sizes": _sizes(args.big_sizes) if args.big_sizes else ([500] if quick else [1000, 5000]),
+        "big_reference": not args.big_no_reference,
         "latency_size": args.latency_size or (20 if quick else 100),
         "latency_samples": args.latency_samples or (20 if quick else 100),
         "baseline_size": args.baseline_size or (20 if quick else 100),
@@ -199,7 +207,8 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
                      lambda m: scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"], into=m))
     if "big" in wanted:
         for objects in p["big_sizes"]:
-            await record("big", objects, lambda m, objects=objects: scenarios.big(cfg, objects, into=m))
+            await record("big", objects, lambda m, objects=objects: big.big(
+                cfg, objects, reference=p.get("big_reference", True), into=m))
     if "failover" in wanted:
         await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
     if "requests" in wanted:

@@ -8,9 +8,11 @@ Contract:
   does. Callers arriving while that runs wait for it (single flight) and receive the same outcome:
   the tree, or an error of the same type and message. A loader that is cancelled hands the work
   to the next waiter instead of failing it.
-- The tree is **never written** after extraction: builds read it through :mod:`.reach`, which copies
-  what a build can read into the build's own temp dir. Nothing a build generates, overlays or
-  decrypts can reach the shared tree or another build.
+- The tree is **never written** after extraction: builds read it through :mod:`.reach`, which places
+  what a build can read into the build's own temp dir (copies when the build decrypts there; hard links
+  when nothing but the generated kustomization, a new file, is written there), or through the
+  wrappers of a build in parts (:mod:`.split`), which only read. Nothing a build generates, overlays
+  or decrypts can reach the shared tree or another build.
 - Trees live under one ``kustomization-<pid>-*`` directory of the :class:`~.extract.Workspace`, so
   a crashed controller's cache is removed by ``Workspace.sweep()`` at the next start, with the temp
   dirs; :meth:`close` removes it on shutdown.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import os
 import shutil
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -40,7 +41,7 @@ from kustomize_controller.kustomize.extract import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_EXTRACT_BYTES,
     Workspace,
-    extract_tarball,
+    extract_tree,
 )
 from kustomize_controller.kustomize.fetch import ArtifactFetcher
 from kustomize_controller.kustomize.settle import run_to_end
@@ -57,22 +58,12 @@ class _Entry:
     loading: asyncio.Future[BaseException | None] | None = None
 
 
-def _tree_size(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
 def _unpack(archive: Path, target: Path, *, max_bytes: int, max_entries: int) -> int:
-    """Extract ``archive`` into the new directory ``target`` and return its size; the archive is
-    removed whatever happens, and so is ``target`` when extraction fails."""
+    """Extract ``archive`` into the new directory ``target`` and return its size (the bytes of its files);
+    the archive is removed whatever happens, and so is ``target`` when extraction fails."""
     try:
         target.mkdir()
-        extract_tarball(archive, target, max_bytes=max_bytes, max_entries=max_entries)
-        return _tree_size(target)
+        return extract_tree(archive, target, max_bytes=max_bytes, max_entries=max_entries).bytes
     except BaseException:
         shutil.rmtree(target, True)
         raise

@@ -80,6 +80,7 @@ class WalkFacts:
     prefixes: set[str]
     suffixes: set[str]
     renaming_patches: bool = False
+    top_revisited: bool = False  # a kustomization reached from the root lists the root's directory again
 
     @classmethod
     def empty(cls) -> WalkFacts:
@@ -213,12 +214,14 @@ def _object_names(output: bytes) -> list[str]:
     return names
 
 
-def crossed(outputs: Sequence[bytes], hints: Sequence[BatchHint]) -> set[int]:
+def crossed(outputs: Sequence[bytes], hints: Sequence[BatchHint], *,
+            names: Sequence[Sequence[str]] | None = None) -> set[int]:
     """Indexes of the roots whose output holds, as a whole scalar, a possible previous name of another
-    root's object (see the module docstring): their part of the batch is not trusted."""
+    root's object (see the module docstring): their part of the batch is not trusted. ``names``: each
+    output's object names when the caller decoded them already."""
     owners: dict[str, set[int]] = {}
     for index, (output, hint) in enumerate(zip(outputs, hints, strict=True)):
-        for name in _object_names(output):
+        for name in (names[index] if names is not None else _object_names(output)):
             for previous in previous_names(name, hint.prefixes, hint.suffixes):
                 owners.setdefault(previous, set()).add(index)
     plain = {n: o for n, o in owners.items() if _NAME_RUN.fullmatch(n.encode())}

@@ -45,6 +45,15 @@ Contract:
   reach, and a small input) queues behind busy builder processes and may run in one with others
   (:mod:`.batch_queue` groups them, :mod:`.batch` proves each output is the root's own or the root is
   built alone); its output and errors are exactly those of its own build.
+- :meth:`KustomizeBuilder.build_split` builds a large root (a :class:`~.split.SplitPlan` of at least
+  ``split_min`` estimated objects) as parts of about ``part_objects`` objects in parallel processes —
+  at most one per CPU at once, each holding a slot — and returns the joined output only when
+  :mod:`.split` proves it is the whole build's; otherwise (a part failed, timed out or printed too much,
+  or the proof does not hold) None, and the caller builds the whole root as before. A part whose
+  inputs (its kustomization relative to the root, the digests of the files only it reads, the digest of
+  everything else the build can read, the builder's identity) are those of a part built before gets
+  that part's output again without a process (up to ``part_cache_bytes`` of outputs, least recently
+  used out); the proof still runs over all of them. kustomize's output is a function of what it reads.
 - Failures are :class:`KustomizeBuildError` "kustomize build failed: <kustomize's message>", with
   the temp-dir prefix removed from paths so that messages are stable across reconciles.
 """
@@ -53,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -64,13 +74,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from kustomize_controller.kustomize.batch import BatchHint, crossed, split_output, write_wrapper
 from kustomize_controller.kustomize.batch_queue import BatchQueue, Demand
 from kustomize_controller.kustomize.cache_metrics import CacheMetrics
-from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
+from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError, KustomizeError
 from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.memo import Memo
 from kustomize_controller.kustomize.pin import PINNED_KUSTOMIZE
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.kustomize.split import (
+    PART_OBJECTS,
+    SPLIT_MIN_OBJECTS,
+    Joined,
+    Part,
+    SplitPlan,
+    check_parts,
+    join_parts,
+    write_parts,
+)
 from kustomize_controller.runtime.child import ChildError, ChildResult, run_child
 from kustomize_controller.runtime.clock import Clock
 from kustomize_controller.runtime.cpus import usable_cpus
@@ -79,6 +102,7 @@ MIN_KUSTOMIZE = (5, 0, 0)
 MIN_KUBECTL = (1, 27, 0)
 DEFAULT_BUILD_TIMEOUT = 300.0
 DEFAULT_MAX_OUTPUT = 128 << 20
+PART_CACHE_BYTES = 16 << 20  # outputs of parts of large roots, reused when a part's inputs are unchanged
 _MAX_STDERR = 1 << 20
 _CLOSED_PROXY = "http://127.0.0.1:9"
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -313,6 +337,9 @@ class KustomizeBuilder:
         demand: Demand | None = None,
         workspace: Workspace | None = None,
         metrics: CacheMetrics | None = None,
+        part_objects: int = PART_OBJECTS,
+        split_min: int = SPLIT_MIN_OBJECTS,
+        part_cache_bytes: int = PART_CACHE_BYTES,
     ) -> None:
         """``cpus``: the CPUs builds may use (the controller passes what it found at start-up; None reads
         :func:`~kustomize_controller.runtime.cpus.usable_cpus` now): one lane per CPU for grouped builds and,
@@ -321,7 +348,10 @@ class KustomizeBuilder:
         ``max_batch`` > 1 (with a ``workspace`` for the wrappers) lets up to that many queued builds that
         may share a process (a :class:`~.batch.BatchHint` and a small input) run in one (:mod:`.batch`);
         ``batch_gather`` is how long a build in a burst may wait for company while ``demand`` counts other
-        reconciles holding a worker (:mod:`.batch_queue`); without a ``demand`` no build waits."""
+        reconciles holding a worker (:mod:`.batch_queue`); without a ``demand`` no build waits.
+        ``part_objects``/``split_min``: :meth:`build_split` cuts a root of at least ``split_min`` estimated
+        objects into parts of about ``part_objects`` (0 never splits; it needs a ``workspace``), and keeps
+        up to ``part_cache_bytes`` of the parts' outputs for parts built again with the same inputs."""
         self.command = command
         self._go_max_procs = go_max_procs
         self._clock = clock
@@ -331,6 +361,12 @@ class KustomizeBuilder:
         self._max_output = max_output
         self._workspace = workspace
         self._metrics = metrics
+        self._cpus = cpus
+        self._part_objects = part_objects
+        self._split_min = split_min
+        # the outputs of the parts built last, by their inputs (split.Part): a new revision that changes a
+        # few of a large root's files builds only the parts that read them
+        self._parts: Memo[str, bytes] = Memo(max_bytes=part_cache_bytes, size=lambda key, out: len(key) + len(out))
         self.batches: BatchQueue[_Job] | None = None
         if max_batch > 1 and workspace is not None:
             self.batches = BatchQueue(
@@ -416,11 +452,86 @@ class KustomizeBuilder:
         finally:
             await run_to_end(asyncio.to_thread(shutil.rmtree, wrapper, True))
 
+    async def build_split(self, directory: Path, *, root: Path, plan: SplitPlan, generated: str) -> Joined | None:
+        """Build the root in ``directory`` (inside ``root``; its generated kustomization ``generated``) in
+        parts, or None when it is not large enough or its parts are not proven to be its whole build
+        (:mod:`.split`); never raises a build's error (the whole build then reports it)."""
+        if self._workspace is None or self._part_objects <= 0 or plan.objects < max(2, self._split_min):
+            return None
+        try:
+            base = await asyncio.to_thread(self._workspace.create)
+        except OSError:
+            self._split_result("whole")
+            return None
+        try:
+            try:
+                parts = await asyncio.to_thread(write_parts, generated, plan, directory, base, self._part_objects)
+            except (OSError, yaml.YAMLError):  # the whole build reports what is wrong, if anything
+                self._split_result("whole")
+                return None
+            outputs = await self._build_parts(parts, reuse=bool(plan.shared))
+            if outputs is None or sum(map(len, outputs)) > self._max_output:
+                self._split_result("whole")
+                return None
+            joined = await asyncio.to_thread(_proven, outputs, plan)
+            self._split_result("whole" if joined is None else "split")
+            return joined
+        finally:
+            await run_to_end(asyncio.to_thread(shutil.rmtree, base, True))
+
+    async def _build_parts(self, parts: list[Part], *, reuse: bool) -> list[bytes] | None:
+        """Every part's output, or None as soon as one fails (the others are stopped). With ``reuse``, a
+        part whose inputs are those of a part built before gets that part's output without a process."""
+        lanes = asyncio.Semaphore(self._cpus)
+        identity = self.cache_identity() if reuse else None
+        failed = False
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._build_part(p, lanes, identity)) for p in parts]
+        except* KustomizeBuildError:
+            failed = True
+        return None if failed else [t.result() for t in tasks]
+
+    async def _build_part(self, part: Part, lanes: asyncio.Semaphore, identity: str | None) -> bytes:
+        """``identity``: the builder's, to reuse the output of a part with the same inputs (None: never)."""
+        key = None if identity is None else hashlib.sha256(f"{identity}\0{part.inputs}".encode()).hexdigest()
+        if key is not None and (known := self._parts.get(key)) is not None:
+            self._part_result("reused")
+            return known
+        async with lanes, self._slots:
+            if self._metrics is not None:
+                self._metrics.builder_process("part")
+            # the plan says no remote reference: the strictest environment fits
+            res = await self._invoke(part.wrapper, workdir=part.wrapper,
+                                     env=self._env(part.wrapper, allow_remote=False, small=False))
+        if res.returncode != 0:
+            raise KustomizeBuildError("a part of a split build failed")
+        self._part_result("built")
+        if key is not None:
+            self._parts.put(key, res.stdout)
+        return res.stdout
+
+    def _part_result(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.split_part(result)
+
+    def _split_result(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.split_build(result)
+
     def _write_wrapper(self, directories: list[Path], token: str) -> Path:
         assert self._workspace is not None
         wrapper = self._workspace.create()
         write_wrapper(wrapper, directories, token)
         return wrapper
+
+
+def _proven(outputs: list[bytes], plan: SplitPlan) -> Joined | None:
+    try:
+        documents = check_parts(outputs, plan)
+    except KustomizeError:  # an output that does not decode: the whole build reports it
+        return None
+    return None if documents is None else join_parts(outputs, documents)
 
 
 def _trusted_parts(stdout: bytes, token: str, hints: Sequence[BatchHint]) -> list[bytes | None]:

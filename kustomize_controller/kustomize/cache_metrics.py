@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 ARTIFACT_RESULTS = ("hit", "miss")
 BUILD_RESULTS = ("hit", "miss", "bypass")
-PROCESS_KINDS = ("one", "several")
+PROCESS_KINDS = ("one", "several", "part")
+SPLIT_RESULTS = ("split", "whole")
+PART_RESULTS = ("built", "reused")
 
 
 class CacheMetrics:
@@ -43,8 +45,8 @@ class CacheMetrics:
         )
         self.builder_processes = Counter(
             "kustomize_controller_builder_processes",
-            "kustomize (or kubectl kustomize) processes run, by the builds they were given: one, or several "
-            "queued builds sharing one process.",
+            "kustomize (or kubectl kustomize) processes run, by the builds they were given: one, several "
+            "queued builds sharing one process, or a part of a large build split in parts.",
             ["builds"],
             registry=registry,
         )
@@ -53,6 +55,24 @@ class CacheMetrics:
             "Builds whose output came from a process shared with other builds (the others ran alone).",
             registry=registry,
         )
+        self.split_builds = Counter(
+            "kustomize_controller_split_builds",
+            "Large builds tried in parts, by result: split (the joined parts were proven to be the whole "
+            "build's output) or whole (not proven, or a part failed: the whole root was built).",
+            ["result"],
+            registry=registry,
+        )
+        for result in SPLIT_RESULTS:
+            self.split_builds.labels(result)
+        self.split_parts = Counter(
+            "kustomize_controller_split_parts",
+            "Parts of large builds split in parts, by result: built (a kustomize process ran) or reused (the "
+            "output of a part built before with the same inputs).",
+            ["result"],
+            registry=registry,
+        )
+        for result in PART_RESULTS:
+            self.split_parts.labels(result)
         for kind in PROCESS_KINDS:
             self.builder_processes.labels(kind)
         for result in ARTIFACT_RESULTS:
@@ -78,3 +98,11 @@ class CacheMetrics:
         self.builder_processes.labels(builds).inc()
         if shared:
             self.shared_builds.inc(shared)
+
+    def split_build(self, result: str) -> None:
+        """Count a build tried in parts (``result``: one of :data:`SPLIT_RESULTS`)."""
+        self.split_builds.labels(result).inc()
+
+    def split_part(self, result: str) -> None:
+        """Count a part of a build in parts (``result``: one of :data:`PART_RESULTS`)."""
+        self.split_parts.labels(result).inc()

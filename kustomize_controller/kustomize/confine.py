@@ -20,13 +20,15 @@ a repository on the controller's disk) are always refused. Helm
 (``helmCharts``, ``helmGlobals``, ``HelmChartInflationGenerator``) and non-builtin plugins
 (exec, container and Go plugins, KRM functions) are always refused.
 
-The report also notes, for :mod:`.batch`, every top-level field, name prefix and suffix of the
-kustomizations visited and whether a ``patches`` entry may rename (``facts``).
+The report also notes, for :mod:`.batch` and :mod:`.split`, every top-level field, name prefix and
+suffix of the kustomizations visited, whether a ``patches`` entry may rename and whether an entry leads
+back to the directory the walk started in (``facts``).
 
 The report also lists what the walk reached (every visited directory and every resolved local
-path, present or not): :mod:`.reach` uses it to give each build its own copy of exactly what it can
-read, and to key the build cache on that content. ``top`` lets the walk start from a kustomization
-held in memory (the generated one) instead of the file on disk.
+path, present or not, with how many entries resolve to it): :mod:`.reach` uses it to give each
+build its own copy of exactly what it can read, and to key the build cache on that content.
+``top`` lets the walk start from a kustomization held in memory (the generated one) instead of the
+file on disk.
 
 Not promised: the content of remote bases is not inspected here. kustomize itself loads a git
 clone with its root-only restrictor (a cloned kustomization cannot read outside the clone, and
@@ -39,6 +41,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +94,7 @@ class ConfinementReport:
     remote_references: list[str] = field(default_factory=list)
     directories: list[Path] = field(default_factory=list)
     paths: set[Path] = field(default_factory=set)
+    references: Counter[Path] = field(default_factory=Counter)  # how many entries resolve to each path
     facts: WalkFacts = field(default_factory=WalkFacts.empty)
 
 
@@ -98,7 +103,10 @@ class _Walker:
         self.root = Path(os.path.realpath(root))
         self.allow_remote = allow_remote
         self.visited: set[str] = set()
+        self.top: str | None = None  # the real path of the directory the walk started in
         self.report = ConfinementReport()
+        self._real_root = str(self.root)
+        self._real_dirs: dict[str, str] = {}  # directory → its real path, for _realpath
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -113,11 +121,34 @@ class _Walker:
         if "file://" in entry.lower():
             raise self._fail(kfile, key, entry, "is a local git reference outside the artifact root")
         # kustomize cleans ".." lexically before the OS follows symlinks: check that same path.
-        real, inside = resolve_inside(self.root, Path(os.path.normpath(os.path.join(base, entry))))
-        if not inside:
+        real = Path(self._realpath(os.path.normpath(os.path.join(base, entry))))
+        if not self._inside(str(real)):
             raise self._fail(kfile, key, entry, "resolves outside the artifact root")
         self.report.paths.add(real)
+        self.report.references[real] += 1
         return real
+
+    def _inside(self, real: str) -> bool:
+        return real == self._real_root or real.startswith(self._real_root.rstrip(os.sep) + os.sep)
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath(path)`` for a clean absolute ``path``, the real directories above it
+        remembered for the walk: a root of 5,000 entries in one directory then costs one ``lstat`` an
+        entry instead of one per component of each path (~70,000 in all, ~0.3 s of CPU). The last
+        component is followed when it is a symbolic link, as ``realpath`` does (the tree does not
+        change during the walk)."""
+        parent, name = os.path.split(path)
+        if not name or name in (".", ".."):
+            return os.path.realpath(path)
+        real_parent = self._real_dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._real_dirs[parent] = os.path.realpath(parent)
+        candidate = os.path.join(real_parent, name)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:
+            return candidate  # missing: realpath keeps the name as it is
+        return os.path.realpath(candidate) if stat.S_ISLNK(mode) else candidate
 
     def _maybe_remote(self, kfile: Path, base: Path, key: str, entry: str) -> bool:
         """True when ``entry`` is a remote reference that is allowed; raise if refused."""
@@ -137,7 +168,11 @@ class _Walker:
     ) -> None:
         real = os.path.realpath(directory)
         if real in self.visited:
+            if real == self.top:
+                self.report.facts.top_revisited = True
             return
+        if self.top is None:
+            self.top = real
         self.visited.add(real)
         self.report.directories.append(Path(real))
         kfile = top[0] if top is not None else find_kustomization_file(directory)

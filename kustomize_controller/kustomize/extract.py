@@ -37,6 +37,7 @@ import tarfile
 import tempfile
 import zlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kustomize_controller.kustomize.errors import ExtractError
@@ -45,7 +46,7 @@ DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
 DEFAULT_MAX_ENTRIES = 100_000
 MAX_EXTENDED_HEADER = 1 << 20
 MAX_EXTENDED_HEADERS = 16
-_CHUNK = 1 << 16
+_CHUNK = 1 << 20
 _NAME_SHOWN = 256
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
              tarfile.SOLARIS_XHDTYPE)
@@ -154,6 +155,12 @@ class _SafeTarFile(tarfile.TarFile):
     consumed = 0  # bytes of extended headers read
 
 
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    files: int  # regular files written
+    bytes: int  # their bytes
+
+
 def extract_tarball(
     archive: Path,
     dest: Path,
@@ -162,13 +169,31 @@ def extract_tarball(
     max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> int:
     """Extract ``archive`` (gzip tar) into the existing directory ``dest``; return files written."""
-    written = 0
+    return extract_tree(archive, dest, max_bytes=max_bytes, max_entries=max_entries).files
+
+
+def extract_tree(
+    archive: Path,
+    dest: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> Extracted:
+    """:func:`extract_tarball`, telling the files and bytes written (the artifact cache's size, without
+    walking the tree again).
+
+    The archive is decompressed by :mod:`gzip` and read by :mod:`tarfile` as a plain stream (tarfile's
+    own ``r|gz`` keeps its decompressed buffer as one bytes object and copies what is left of it on every
+    read, once per 512-byte header, and raises TypeError on a truncated gzip header); reading through
+    ``GzipFile`` halves the Python CPU of extracting 5,000 small files. Each file is written with
+    ``os.write`` from the member's bytes (no buffered file object per file)."""
+    written = 0  # what counts against max_bytes: the files' bytes and skipped entries' data
+    stored = 0  # the files' bytes
     entries = 0
     files = 0
     made = {dest}  # directories known to exist: a mkdir is a syscall (~0.1 ms on a VM's disk) per file
     too_much = f"failed to extract archive: extracted size exceeds the limit of {max_bytes} bytes"
     try:
-        # gzip's own reader, not tarfile's "r|gz": that one raises TypeError on a truncated gzip header
         with gzip.open(archive, "rb") as gz, _SafeTarFile.open(fileobj=gz, mode="r|") as tar:
             assert isinstance(tar, _SafeTarFile)
             for member in tar:
@@ -208,19 +233,24 @@ def extract_tarball(
                     continue
                 mode = 0o755 if member.mode & 0o111 else 0o644
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-                with os.fdopen(fd, "wb") as out:
+                try:
                     while chunk := src.read(_CHUNK):
                         written += len(chunk)
+                        stored += len(chunk)
                         if written > max_bytes:
                             raise ExtractError(too_much)
-                        out.write(chunk)
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
                 files += 1
     except ExtractError:
         raise
     except (tarfile.TarError, zlib.error, EOFError, OSError, ValueError) as err:
         # ValueError: what tarfile's header decoding may still raise on a corrupt archive
         raise ExtractError(f"failed to extract archive: {_shown(str(err))}") from err
-    return files
+    return Extracted(files=files, bytes=stored)
 
 
 def _pid_alive(pid: int) -> bool:

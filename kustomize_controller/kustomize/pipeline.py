@@ -16,9 +16,11 @@ Caches (both optional; without them every checkout downloads and every build run
 
 - With an :class:`~.artifact_cache.ArtifactCache`, a checkout holds the shared extracted tree of
   its artifact (one download per ``url`` + ``digest``) and an empty private view; :meth:`build`
-  copies into the view exactly what the build can read (:mod:`.reach`) and works there, so the
-  shared tree is never written. (:meth:`local_checkout` always copies: a local directory may hold
-  symlinks, which an extracted artifact never does and a view would not keep.)
+  places into the view exactly what the build can read (:mod:`.reach`: hard links when nothing will
+  decrypt in it, else copies) and works there, so the shared tree is never written. A large root
+  built in parts (:mod:`.split`) needs no view without a decryptor: its parts only read the tree.
+  (:meth:`local_checkout` always copies: a local directory may hold symlinks, which an extracted
+  artifact never does and a view would not keep.)
 - With a :class:`~.build_cache.BuildCache`, :meth:`build` first computes the key of its inputs
   (content reachable from the path, options, resolved postBuild variables, decryption key identity,
   builder identity) and returns the stored objects when it is known (``BuildResult.reused``);
@@ -78,6 +80,7 @@ from kustomize_controller.kustomize.parse import Document, digest, dump_object, 
 from kustomize_controller.kustomize.paths import relative_to_root, secure_join
 from kustomize_controller.kustomize.reach import Reach, materialise, reach, write_generated
 from kustomize_controller.kustomize.settle import run_to_end
+from kustomize_controller.kustomize.split import Joined
 from kustomize_controller.kustomize.substitute import (
     PostBuild,
     Substituter,
@@ -233,8 +236,11 @@ def _realpaths(*paths: Path) -> list[str]:
 def _reach_size(key: tuple[str, str, str, str, bool], found: Reach) -> int:
     """The reach memo's estimate of an entry (:func:`.memo.estimate`); a batch hint's affixes count too."""
     affixes = (*found.batch.prefixes, *found.batch.suffixes) if found.batch is not None else ()
-    return estimate(*key[:4], found.files, found.dirs, found.trees, found.remote, found.content_key,
+    size = estimate(*key[:4], found.files, found.dirs, found.trees, found.remote, found.content_key,
                     found.kustomization_file, found.generated, affixes)
+    if found.split is not None:  # a digest (or None) and a weight (two tuple slots) per entry
+        size += estimate([d for d in found.split.owned if d], found.split.shared) + 16 * len(found.split.weights)
+    return size
 
 
 def _reach_real(source: Path, source_dir: Path, options: BuildOptions) -> Reach:
@@ -390,25 +396,25 @@ class BuildPipeline:
             self._reach_memo.put(memo_key, found)
         return found
 
-    async def _open_view(self, checkout: Checkout, source: Path, found: Reach) -> tuple[Path, Path]:
-        """Give the build its private temp dir holding copies of what it can read and its generated
-        kustomization, in one worker-thread hop; the dir is removed when the checkout exits (once the
-        hop ended, even when the build was cancelled meanwhile). Returns the build's real root and
-        directory."""
+    async def _open_view(self, checkout: Checkout, source: Path, found: Reach, *, link: bool) -> tuple[Path, Path]:
+        """Give the build its private temp dir holding copies of what it can read (hard links with
+        ``link``: nothing will decrypt in it) and its generated kustomization, in one worker-thread hop;
+        the dir is removed when the checkout exits (once the hop ended, even when the build was
+        cancelled meanwhile). Returns the build's real root and directory."""
         assert checkout.views is not None and checkout.shared_directory is not None and checkout.shared is not None
         relative = checkout.shared_directory.relative_to(checkout.shared)
-        hop = asyncio.ensure_future(asyncio.to_thread(self._make_view, found, source, relative))
+        hop = asyncio.ensure_future(asyncio.to_thread(self._make_view, found, source, relative, link))
         checkout.views.push_async_callback(_remove_view, hop)
         tmp, root, directory = await asyncio.shield(hop)
         checkout.root, checkout.workdir = tmp / "artifact", tmp / "work"
         checkout.directory = checkout.root / relative
         return root, directory
 
-    def _make_view(self, found: Reach, source: Path, relative: Path) -> tuple[Path, Path, Path]:
+    def _make_view(self, found: Reach, source: Path, relative: Path, link: bool) -> tuple[Path, Path, Path]:
         tmp = self._workspace.create()
         try:
             root, _ = self._layout(tmp)
-            materialise(found, source, root)
+            materialise(found, source, root, link=link)
             real_root, real_dir = (Path(p) for p in _realpaths(root, root / relative))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -453,22 +459,40 @@ class BuildPipeline:
                         objects=objects, digest=rendered_digest, documents=[], metadata_applied=True, reused=True
                     )
                 self._builds.record("miss")
-        # The kustomization is generated and the confinement walk runs once: a build that computed its
-        # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
-        if checkout.shared is not None:
-            assert found is not None
-            root, directory = await self._open_view(checkout, source, found)
-        elif found is not None:
-            root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
+        # A large root whose parts are proven to be its whole build needs no view: its parts read the
+        # shared tree, which they never write (with a decryptor, sources are decrypted in a view first).
+        joined: Joined | None = None
+        if checkout.shared is not None and found is not None and found.split is not None and decryptor is None:
+            real_source, real_dir = (Path(p) for p in _realpaths(source, source_dir))
+            joined = await self._try_split(real_dir, real_source, found)
+        if joined is not None:
+            result = await self._finish(joined.documents, options, decryptor=decryptor, var_source=var_source,
+                                        variables=variables)
         else:
-            root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
-        result = await self._run_build(
-            checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables,
-            batch=None if found is None else found.batch,
-        )
+            # The kustomization is generated and the confinement walk runs once: a build that computed its
+            # reach (shared tree, or build cache on) did both there, on the very bytes it builds.
+            if checkout.shared is not None:
+                assert found is not None
+                root, directory = await self._open_view(checkout, source, found, link=decryptor is None)
+            elif found is not None:
+                root, directory = await asyncio.to_thread(_prepare_reached, checkout.root, checkout.directory, found)
+            else:
+                root, directory = await asyncio.to_thread(_prepare, checkout.root, checkout.directory, options)
+            result = await self._run_build(
+                checkout, root, directory, options, decryptor=decryptor, var_source=var_source, variables=variables,
+                found=found, split=checkout.shared is None or decryptor is not None,  # else tried above
+            )
         if key is not None and self._builds is not None:
             await self._builds.store(key, result.objects, result.digest)
         return result
+
+    async def _try_split(self, directory: Path, root: Path, found: Reach) -> Joined | None:
+        """The builder's parts of a large root, when it splits builds and proves them (:mod:`.split`)."""
+        build_split = getattr(self._builder, "build_split", None)
+        if found.split is None or not callable(build_split):
+            return None
+        joined: Joined | None = await build_split(directory, root=root, plan=found.split, generated=found.generated)
+        return joined
 
     async def _cache_key(
         self, found: Reach, options: BuildOptions, decryptor: Decryptor | None, var_source: VarSource | None
@@ -504,19 +528,38 @@ class BuildPipeline:
         decryptor: Decryptor | None,
         var_source: VarSource | None,
         variables: dict[str, str] | None,
-        batch: BatchHint | None = None,
+        found: Reach | None = None,
+        split: bool = True,
     ) -> BuildResult:
-        """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked)."""
+        """Build ``directory`` in ``root`` (real paths; kustomization generated, confinement checked);
+        ``found``: its reach, whose hints let the build share a process or (``split``) run in parts."""
         if decryptor is not None:
             try:
                 await asyncio.to_thread(decryptor.decrypt_sources, root, directory)
             except DecryptionError as err:
                 raise DecryptionError(f"error decrypting sources: {err}") from err
-        output = await self._builder.build(
-            directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases, batch=batch
-        )
-        documents = await asyncio.to_thread(parse_documents, output)
+        joined = None if found is None or not split else await self._try_split(directory, root, found)
+        if joined is not None:
+            documents = joined.documents
+        else:
+            output = await self._builder.build(
+                directory, root=root, workdir=checkout.workdir, allow_remote=options.allow_remote_bases,
+                batch=None if found is None else found.batch,
+            )
+            documents = await asyncio.to_thread(parse_documents, output)
+        return await self._finish(documents, options, decryptor=decryptor, var_source=var_source,
+                                  variables=variables)
 
+    async def _finish(
+        self,
+        documents: list[Document],
+        options: BuildOptions,
+        *,
+        decryptor: Decryptor | None,
+        var_source: VarSource | None,
+        variables: dict[str, str] | None,
+    ) -> BuildResult:
+        """From the builder's decoded ``documents``: decryption, substitution, digest, guard, commonMetadata."""
         substituter = (
             Substituter(options.post_build, var_source, strict=options.strict_substitution)
             if options.post_build is not None

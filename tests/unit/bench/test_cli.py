@@ -37,6 +37,7 @@ def test_default_plan() -> None:
         "sizes": [100, 500, 1000],
         "repeats": {100: 3, 500: 1, 1000: 1},
         "big_sizes": [1000, 5000],
+        "big_reference": True,
         "latency_size": 100,
         "latency_samples": 100,
         "baseline_size": 100,

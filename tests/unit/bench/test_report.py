@@ -229,6 +229,25 @@ def test_summary_latency_big_failover_rows() -> None:
     )
 
 
+def test_summary_big_rows_judge_the_ratios_to_the_reference_run_by_run() -> None:
+    """Issue 36 (bench/big.py): the controller against kubectl of the same directory, each run's ratio."""
+    runs = [run("big", 5000, {"big5000.cold_s": cold, "big5000.noop_s": noop, "big5000.reference_s": ref,
+                              "big5000.cold_ratio": cold / ref, "big5000.noop_ratio": noop / ref,
+                              "big5000.change_s": 9.0, "big5000.cold_cpu_s": 10.0, "big5000.cold_kustomize_cpu_s": 3.0,
+                              "big5000.kustomize_cpu_s": 70.0, "big5000.reference_kubectl_cpu_s": 90.0})
+            for cold, noop, ref in ((30.0, 5.0, 100.0), (40.0, 4.0, 100.0), (15.0, 9.0, 50.0))]
+    lines = report.summary(data_of(runs))
+    cold = row(lines, "| one Kustomization of 5000 ConfigMaps, cold start")
+    assert cold.endswith("| 30.0 [15.0–40.0]; 0.30 [0.30–0.40] | `kubectl kustomize \\| kubectl apply "
+                         "--server-side` 100 [50.0–100] s | ≤ 1/3 of the reference | met |")
+    noop = row(lines, "| one Kustomization of 5000 ConfigMaps, no-op")
+    assert "| 5.00 [4.00–9.00]; 0.05 [0.04–0.18] |" in noop and noop.endswith("| ≤ 1/10 of the reference | met |")
+    assert "| 10.0 [10.0–10.0] + 3.00 [3.00–3.00] | `kubectl kustomize` alone 70.0 [70.0–70.0] s; the " \
+        "reference's two kubectl 90.0 [90.0–90.0] s |" in row(lines, "| one Kustomization of 5000 ConfigMaps, CPU cold")
+    slow = report.summary(data_of([run("big", 1000, {"big1000.cold_s": 9.0, "big1000.cold_ratio": 2.5})]))
+    assert row(slow, "| one Kustomization of 1000 ConfigMaps, cold start").endswith("| **not met** |")
+
+
 def test_summary_latency_over_target_is_not_met() -> None:
     lines = report.summary(data_of([run("latency", 100, {"latency.start_p99_ms": v}) for v in (90.0, 150.0)]))
     assert row(lines, "| revision change") == (

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kustomize_controller.kustomize.batch import BatchHint
 from kustomize_controller.kustomize.build import (
     SMALL_INPUT_BYTES,
     BuilderCommand,
@@ -22,6 +23,7 @@ from kustomize_controller.kustomize.build import (
 )
 from kustomize_controller.kustomize.errors import BuilderUnavailableError, KustomizeBuildError
 from kustomize_controller.kustomize.extract import Workspace
+from kustomize_controller.kustomize.split import SplitPlan
 from kustomize_controller.runtime.clock import FakeClock, RealClock
 from kustomize_controller.runtime.cpus import usable_cpus
 
@@ -293,3 +295,81 @@ def test_builds_are_sized_for_the_cpus_given(tmp_path: Path, cpus: int, max_para
 def test_without_cpus_the_builder_reads_the_usable_cpus(tmp_path: Path) -> None:
     builder = builder_for(tmp_path / "kustomize", FakeClock())
     assert builder._slots._value == 2 * usable_cpus().count
+
+
+GENERATED = ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+             "resources: [a.yaml, b.yaml, c.yaml, d.yaml]\n")
+
+
+def split_plan_of(count: int = 4) -> SplitPlan:
+    return SplitPlan(weights=(1,) * count, hint=BatchHint(), top=BatchHint())
+
+
+PART_SCRIPT = (  # each part prints one ConfigMap named after its wrapper directory (part-<i>; PATH is empty)
+    'printf "apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: %s\\n" "${2##*/}"\n'
+)
+
+
+async def test_a_root_in_parts_is_joined_in_order(tmp_path: Path) -> None:
+    fake = script(tmp_path / "kustomize", PART_SCRIPT)
+    builder = builder_for(fake, RealClock(), workspace=Workspace(tmp_path / "ws"), part_objects=2, split_min=4)
+    joined = await builder.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED)
+    assert joined is not None
+    assert [d.obj["metadata"]["name"] for d in joined.documents] == ["part-0", "part-1"]
+    assert joined.output == b"---\n".join(
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: part-{i}\n".encode() for i in range(2))
+    assert list((tmp_path / "ws").iterdir()) == []  # the wrappers are removed
+
+
+async def test_a_root_in_parts_falls_back_on_any_failure(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    small = builder_for(script(tmp_path / "k0", "exit 9\n"), RealClock(), workspace=ws, part_objects=2, split_min=5)
+    assert await small.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    failing = script(tmp_path / "k1", 'case "$2" in *part-1) echo boom >&2; exit 1;; esac\n' + PART_SCRIPT)
+    big = builder_for(failing, RealClock(), workspace=ws, part_objects=1, split_min=2)
+    assert await big.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    # each part within the cap, all of them together not
+    capped = builder_for(script(tmp_path / "k2", PART_SCRIPT), RealClock(), workspace=ws, part_objects=1,
+                         split_min=2, max_output=100)
+    assert await capped.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    undecodable = builder_for(script(tmp_path / "k3", "echo 'not: [an object'\n"), RealClock(), workspace=ws,
+                              part_objects=1, split_min=2)
+    assert await undecodable.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    (tmp_path / "file").write_text("")
+    unwritable = builder_for(script(tmp_path / "k4", PART_SCRIPT), RealClock(), workspace=Workspace(
+        tmp_path / "file" / "ws"), part_objects=1, split_min=2)
+    assert await unwritable.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    assert list((tmp_path / "ws").iterdir()) == []
+
+
+async def test_a_failing_part_stops_the_others(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    fake = script(tmp_path / "kustomize", f'case "$2" in *part-0) exit 1;; esac\necho $$ > {pids}/${{2##*/}}\n'
+                                          "exec /bin/sleep 600\n")
+    builder = builder_for(fake, RealClock(), workspace=Workspace(tmp_path / "ws"), part_objects=1, split_min=2,
+                          cpus=4)
+    assert await builder.build_split(tmp_path, root=tmp_path, plan=split_plan_of(), generated=GENERATED) is None
+    for pidfile in pids.iterdir():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pidfile.read_text()), 0)
+
+
+async def test_a_part_with_the_inputs_of_one_built_before_gets_its_output_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    fake = script(tmp_path / "kustomize", f'echo "${{2##*/}}" >> {runs}\n' + PART_SCRIPT)
+    builder = builder_for(fake, RealClock(), workspace=Workspace(tmp_path / "ws"), part_objects=1, split_min=2)
+
+    async def build(owned: tuple[str | None, ...], shared: str) -> list[str]:
+        runs.write_text("")
+        plan = SplitPlan(weights=(1, 1, 1, 1), hint=BatchHint(), top=BatchHint(), owned=owned, shared=shared)
+        joined = await builder.build_split(tmp_path, root=tmp_path, plan=plan, generated=GENERATED)
+        assert joined is not None and len(joined.documents) == 4
+        return runs.read_text().split()
+
+    assert sorted(await build(("a", "b", "c", None), "s")) == ["part-0", "part-1", "part-2", "part-3"]
+    assert await build(("a", "b", "c", None), "s") == []  # nothing changed: no process
+    assert await build(("a", "B", "c", None), "s") == ["part-1"]  # the file only part 1 reads
+    assert sorted(await build(("a", "B", "c", None), "t")) == ["part-0", "part-1", "part-2", "part-3"]
+    assert len(await build(("a", "B", "c", None), "")) == 4  # no inputs known: never reused
+    assert len(await build(("a", "B", "c", None), "")) == 4

@@ -402,7 +402,7 @@ async def test_a_loader_cancelled_while_unpacking_hands_over_a_clean_slate(
     import threading
 
     from kustomize_controller.kustomize import artifact_cache as cache_mod
-    from kustomize_controller.kustomize.extract import extract_tarball as real_extract
+    from kustomize_controller.kustomize.extract import extract_tree as real_extract
 
     entered, release = threading.Event(), threading.Event()
     calls = 0
@@ -415,7 +415,7 @@ async def test_a_loader_cancelled_while_unpacking_hands_over_a_clean_slate(
             release.wait(10)
         return real_extract(*args, **kwargs)
 
-    monkeypatch.setattr(cache_mod, "extract_tarball", first_blocks)
+    monkeypatch.setattr(cache_mod, "extract_tree", first_blocks)
     blob = pack_dir(app_source(tmp_path / "src"))
     digest = "sha256:" + hashlib.sha256(blob).hexdigest()
     workspace = Workspace(tmp_path / "ws")

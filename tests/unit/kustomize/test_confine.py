@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -230,3 +231,27 @@ def test_cycles_terminate(layout: tuple[Path, Path]) -> None:
     kustomize(root, "resources: [../base]\n")
     (root / "base" / "kustomization.yaml").write_text("resources: [../app]\n")
     check(root)
+    report = check_confinement(root, root / "app", allow_remote=True)
+    assert report.facts.top_revisited  # a build in parts needs to know (kustomize/split.py)
+
+
+def test_the_walks_realpath_is_the_systems(layout: tuple[Path, Path]) -> None:
+    """The walk remembers real directories and lstats only the last component: for every kind of link it
+    must agree with ``os.path.realpath``, which the confinement check relies on."""
+    from kustomize_controller.kustomize.confine import _Walker
+
+    root, outside = layout
+    (root / "dir-link").symlink_to(root / "base")
+    (root / "out-link").symlink_to(outside)
+    (root / "base" / "file-link.yaml").symlink_to(root / "base" / "cm.yaml")
+    (root / "base" / "out-file").symlink_to(outside / "token")
+    (root / "base" / "chain").symlink_to(root / "base" / "file-link.yaml")
+    (root / "base" / "dangling").symlink_to(root / "nowhere")
+    (root / "base" / "loop").symlink_to(root / "base" / "loop")
+    walker = _Walker(root, allow_remote=True)
+    names = ["cm.yaml", "file-link.yaml", "out-file", "chain", "dangling", "loop", "missing", "kustomization.yaml"]
+    paths = [root / d / n for d in ("base", "dir-link", "out-link", "app", "nowhere") for n in names]
+    paths += [root / "dir-link", root / "out-link", root, root / "base"]
+    for path in paths:
+        for _ in range(2):  # the second time from the remembered directories
+            assert walker._realpath(str(path)) == os.path.realpath(path), path
