@@ -2,7 +2,9 @@
 
 Defaults are sized for a 2-core machine (about 15-20 minutes): cold start (+ new revision + no-op
 rounds) at 100 (3 runs), 500 (1 run) and 1,000 (1 run) Kustomizations, latency with 100 idle
-Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects, leader fail-over, and
+Kustomizations (100 samples), one big Kustomization of 1,000 and 5,000 objects (cold, one object changed,
+no-op, against ``kubectl kustomize | kubectl apply --server-side`` of the same directory; bench/big.py),
+leader fail-over, and
 the kubectl baseline at 100 (serial and 4 at a time), and the cloud key services' first decryption
 (issue 23). ``--quick`` is a few-minute smoke run. Not in the default run: ``--scenarios ui`` (issue 37, the
 web UI with 1,000 Kustomizations in headless chromium: bench/ui.py), ``--scenarios scale`` (issue 27),
@@ -26,7 +28,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, ui, workload
+from bench import (
+    big, chaos, health_waits, key_services, monorepo, report, request_counts, scale, scenarios, ui, workload,
+)
 
 ALL = (
     "cold", "latency", "big", "failover", "baseline", "requests", "monorepo", "starvation", "chain", "keyservices",
@@ -67,7 +71,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help=f"comma-separated subset of {','.join(ALL + OPTIONAL)} (default: all but {','.join(OPTIONAL)})")
     p.add_argument("--sizes", default=None, help="Kustomization counts for cold start (default 100,500,1000)")
     p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
-    p.add_argument("--big-sizes", default=None, help="objects of the big Kustomization (default 1000,5000)")
+    p.add_argument("--big-sizes", default=None,
+                   help="objects of the big Kustomization, one ConfigMap per file (default 1000,5000)")
     p.add_argument("--latency-size", type=int, default=None, help="idle Kustomizations for latency (100)")
     p.add_argument("--latency-samples", type=int, default=None, help="revision changes measured (100)")
     p.add_argument("--baseline-size", type=int, default=None, help="apps applied by the kubectl baseline (100)")
@@ -174,7 +179,7 @@ async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
                      lambda m: scenarios.latency(cfg, p["latency_size"], samples=p["latency_samples"], into=m))
     if "big" in wanted:
         for objects in p["big_sizes"]:
-            await record("big", objects, lambda m, objects=objects: scenarios.big(cfg, objects, into=m))
+            await record("big", objects, lambda m, objects=objects: big.big(cfg, objects, into=m))
     if "failover" in wanted:
         await record("failover", 10, lambda m: scenarios.failover(cfg, into=m))
     if "requests" in wanted:

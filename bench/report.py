@@ -103,15 +103,7 @@ def summary(data: dict[str, Any]) -> list[str]:
             f"{_verdict(_median(table, key, 'latency.start_p99_ms'), 100.0, strict=True)} |"
         )
     for key in sorted(k for k in table if k[0] == "big"):
-        n = key[1]
-        parts = [
-            f"{name} {_stat(table[key].get(f'big{n}.{metric}', []))}"
-            for name, metric in (("build", "build_s"), ("first apply", "first_apply_s"),
-                                 ("no-op (dry-runs)", "noop_dry_run_s"), ("no-op (verified)", "noop_verified_s"),
-                                 ("prune", "prune_s"), ("controller to Ready", "controller_ready_s"))
-        ]
-        lines.append(f"| one Kustomization of {n} objects (s) | {'; '.join(parts)} | 1,500 objects: 25 s "
-                     "(kustomize-controller #1428) | measured | — |")
+        lines += _big_rows(table, key)
     for key in sorted(k for k in table if k[0] == "failover"):
         kill, graceful = table[key].get("failover.sigkill_s", []), table[key].get("failover.graceful_s", [])
         lines.append(
@@ -134,6 +126,37 @@ def summary(data: dict[str, Any]) -> list[str]:
     lines += _cache_rows(table)
     lines += _issue15(table)
     return lines
+
+
+def _big_rows(table: dict[tuple[str, int], dict[str, list[float]]], key: tuple[str, int]) -> list[str]:
+    """One Kustomization of ``key[1]`` objects (issue 36, bench/big.py): the controller against ``kubectl
+    kustomize | kubectl apply --server-side`` of the same directory, ratios taken run by run."""
+    n = key[1]
+    got = table[key]
+
+    def stat(metric: str) -> str:
+        return _stat(got.get(f"big{n}.{metric}", []))
+
+    if f"big{n}.cold_s" not in got:  # results of the scenario before issue 36 (the engine in the driver)
+        parts = [f"{name} {stat(metric)}" for name, metric in (
+            ("build", "build_s"), ("first apply", "first_apply_s"), ("no-op (dry-runs)", "noop_dry_run_s"),
+            ("no-op (verified)", "noop_verified_s"), ("prune", "prune_s"),
+            ("controller to Ready", "controller_ready_s"))]
+        return [f"| one Kustomization of {n} objects (s) | {'; '.join(parts)} | 1,500 objects: 25 s "
+                "(kustomize-controller #1428) | measured | — |"]
+    reference = f"`kubectl kustomize \\| kubectl apply --server-side` {stat('reference_s')} s"
+    return [
+        f"| one Kustomization of {n} ConfigMaps, cold start to Ready (s); ÷ the reference | {stat('cold_s')}; "
+        f"{stat('cold_ratio')} | {reference} | ≤ 1/3 of the reference | "
+        f"{_verdict(_median(table, key, f'big{n}.cold_ratio'), 1 / 3)} |",
+        f"| one Kustomization of {n} ConfigMaps, no-op reconcile (s); ÷ the reference | {stat('noop_s')}; "
+        f"{stat('noop_ratio')} | {reference} | ≤ 1/10 of the reference | "
+        f"{_verdict(_median(table, key, f'big{n}.noop_ratio'), 1 / 10)} |",
+        f"| one Kustomization of {n} ConfigMaps, one object changed (s) | {stat('change_s')} | — | measured | — |",
+        f"| one Kustomization of {n} ConfigMaps, CPU cold: controller + its kustomize children (s) | "
+        f"{stat('cold_cpu_s')} + {stat('cold_kustomize_cpu_s')} | `kubectl kustomize` alone {stat('kustomize_cpu_s')}"
+        f" s; the reference's two kubectl {stat('reference_kubectl_cpu_s')} s | measured | — |",
+    ]
 
 
 def _cache_rows(table: dict[tuple[str, int], dict[str, list[float]]]) -> list[str]:

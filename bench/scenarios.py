@@ -42,15 +42,8 @@ from bench.workload import (
     setup,
     write_app_dir,
 )
-from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
-from kustomize_controller.apply.normalize import prepare_objects
-from kustomize_controller.apply.prune import StaleObject, delete_all
-from kustomize_controller.apply.selectors import owner_labels
-from kustomize_controller.apply.verified import VerifiedApplies
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
-from kustomize_controller.kustomize.parse import parse_documents
-from kustomize_controller.runtime.clock import RealClock
 from kustomize_controller.testing.artifacts import ArtifactServer, publish_source
 
 DEFAULT_FLAGS = ["--concurrent=20", "--kube-api-qps=-1", "--kube-api-burst=-1"]
@@ -303,50 +296,6 @@ def percentile(values: list[float], p: float) -> float:
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-async def big(cfg: Config, objects: int, *, controller: bool = True, into: Metrics | None = None) -> Metrics:
-    """One Kustomization of ``objects`` objects: the engine's stages in-process, then the controller's run."""
-    m: Metrics = into if into is not None else {}
-    prefix = f"big{objects}"
-    async with cluster(cfg, prefix) as (_api, client, _artifacts):
-        await create_namespaces(client, APPS_NS)
-        root = Path(tempfile.mkdtemp(prefix="big-src-", dir=cfg.workdir))
-        directory = write_app_dir(root, 0, objects=objects)
-        started = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            cfg.kubectl, "kustomize", str(directory), stdout=asyncio.subprocess.PIPE, env=bench_env()
-        )
-        out, _ = await proc.communicate()
-        m[f"{prefix}.build_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        docs = parse_documents(out)
-        m[f"{prefix}.parse_s"] = time.perf_counter() - started
-        objs = [d.obj for d in docs]
-        prepare_objects(objs, owner=owner_labels("big", FLUX_NS))
-        m[f"{prefix}.objects"] = float(len(objs))
-        engine = ResourceManager(client=client, clock=RealClock(), concurrency=4)
-        started = time.perf_counter()
-        change_set = await engine.apply_all_staged(objs, ApplyOptions())
-        m[f"{prefix}.first_apply_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        await engine.apply_all_staged(objs, ApplyOptions())
-        m[f"{prefix}.noop_dry_run_s"] = time.perf_counter() - started
-        cached = ResourceManager(client=client, clock=RealClock(), concurrency=4, verified=VerifiedApplies())
-        await cached.apply_all_staged(objs, ApplyOptions())
-        started = time.perf_counter()
-        await cached.apply_all_staged(objs, ApplyOptions())
-        m[f"{prefix}.noop_verified_s"] = time.perf_counter() - started
-        stale = [StaleObject(ref=e.ref, version=e.version) for e in change_set]
-        started = time.perf_counter()
-        await delete_all(client, stale, owner=owner_labels("big", FLUX_NS))
-        m[f"{prefix}.prune_s"] = time.perf_counter() - started
-    if controller:
-        cold = await cold_start(cfg, 1, objects=objects, followups=False)
-        m[f"{prefix}.controller_ready_s"] = cold["cold.seconds"]
-        m[f"{prefix}.controller_peak_rss_mib"] = cold["cold.peak_rss_mib"]
-        m[f"{prefix}.kustomize_max_rss_mib"] = cold["cold.kustomize_max_rss_mib"]
-    return m
 
 
 async def _first_reconcile(ctrl: ControllerProcess, *, since: float, within: float = 120.0) -> float:
