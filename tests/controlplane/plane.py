@@ -16,9 +16,11 @@ and etcd's releases) and starts them with what a real cluster has:
 
 ``ControlPlane.start()`` returns once ``/readyz`` answers and, with a controller manager, the ``default``
 ServiceAccount exists (its controllers run). ``admin_kubeconfig`` authenticates with a static bearer token
-of a ``system:masters`` user. ``stop()`` ends the processes (SIGTERM, then SIGKILL after a grace period)
-and removes the work directory; the children also get SIGKILL should the process that started them die
-(``PR_SET_PDEATHSIG``), so nothing outlives its owner. Both are idempotent; the class is a context manager.
+of a ``system:masters`` user; ``users`` adds more of them, each with its own token and kubeconfig
+(``user_kubeconfig(user)``), whose requests the audit log tells apart (the bench's side-by-side runs).
+``stop()`` ends the processes (SIGTERM, then SIGKILL after a grace period) and removes the work directory;
+the children also get SIGKILL should the process that started them die (``PR_SET_PDEATHSIG``), so nothing
+outlives its owner. Both are idempotent; the class is a context manager.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class ControlPlane:
     controller_manager: bool = True  # start it when the binary is there
     audit: bool = True
     apiserver_args: tuple[str, ...] = ()  # extra kube-apiserver flags (e.g. for the bench)
+    users: tuple[str, ...] = ()  # extra system:masters users, each with a kubeconfig (``user_kubeconfig``)
     keep: bool = False  # leave the work directory (logs, audit log) for a post-mortem
     url: str = ""
     pki: Pki | None = None
@@ -138,6 +141,13 @@ class ControlPlane:
     @property
     def admin_kubeconfig(self) -> Path:
         return self._dir / "admin.kubeconfig"
+
+    def user_kubeconfig(self, user: str) -> Path:
+        """The kubeconfig of one of ``users`` (a static token of its own: its requests carry its name in the
+        audit log)."""
+        if self.pki is None or user not in self.pki.user_tokens:
+            raise ControlPlaneError(f"no user {user!r} on this control plane (users={self.users!r})")
+        return self._dir / f"{user}.kubeconfig"
 
     @property
     def audit_log(self) -> Path:
@@ -178,7 +188,7 @@ class ControlPlane:
     def _start(self, within: float) -> None:
         workdir = self._dir
         (workdir / "logs").mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_pki(workdir / "pki")
+        self.pki = pki = make_pki(workdir / "pki", users=self.users)
         deadline = time.monotonic() + within
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
 
@@ -222,6 +232,8 @@ class ControlPlane:
         self._procs.append(apiserver)
         apiserver.start(env)
         self._write_kubeconfig(self.admin_kubeconfig, user={"token": pki.admin_token})
+        for user, token in pki.user_tokens.items():
+            self._write_kubeconfig(self._dir / f"{user}.kubeconfig", user={"token": token})
         self._wait(apiserver, lambda: self._api_ok("/readyz"), deadline, "kube-apiserver /readyz")
 
         kcm_binary = self.assets / "kube-controller-manager"
