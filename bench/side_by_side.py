@@ -51,6 +51,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "starvation": [args.starvation_size or (20 if quick else 100)],
             "chain": [args.chain_depth or (5 if quick else 20)],
         },
+        "cold_only": args.cold_only,
         "latency_samples": args.latency_samples or (10 if quick else 100),
         "quiet_load": args.quiet_load,
         "quiet_wait": args.quiet_wait,
@@ -60,7 +61,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
 
 def _scenario(name: str, size: int, p: dict[str, Any]) -> Callable[[Lab, Contender, Metrics], Awaitable[None]]:
     if name == "cold":
-        return lambda lb, c, m: vs.cold(lb, c, size, m)
+        return lambda lb, c, m: vs.cold(lb, c, size, m, followups=not p.get("cold_only", False))
     if name == "latency":
         return lambda lb, c, m: vs.latency(lb, c, size, m, samples=p["latency_samples"])
     if name == "monorepo":

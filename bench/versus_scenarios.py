@@ -83,7 +83,7 @@ async def _noop(lab: Lab, ctrl: Running, names: list[str], key: str) -> None:
     ctrl.m[f"{key}.status_writes_per_ks"] = (lab.tracker.modified - modified) / len(names) - 1
 
 
-async def cold(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
+async def cold(lab: Lab, contender: Contender, n: int, m: Metrics, *, followups: bool = True) -> None:
     expected = await setup(lab.client, lab.artifacts, n, wait=False)
     names = list(expected)
     before = lab.zero()
@@ -91,6 +91,8 @@ async def cold(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready(expected, within=_within(n))
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=n)
         m["cold.first_ready_s"] = lab.tracker.first_ready(expected) - ctrl.spawned
+        if not followups:
+            return
 
         before = await ctrl.snap()
         started = time.perf_counter()
