@@ -12,6 +12,12 @@ web UI with 1,000 Kustomizations in headless chromium: bench/ui.py), ``--scenari
 ``4/1``: the first of four shards alone; bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
+``--controllers ours,upstream`` (issue 36) runs instead the side-by-side scenarios of
+``bench/versus_scenarios.py`` with our controller and upstream's ``kustomize-controller`` (``FLUX_ASSETS``),
+one after the other on fresh clusters (``--cluster controlplane``: a real one from ``KUBE_ASSETS``), at each
+``--concurrency`` (4,20), ``--rounds`` times (A B A B), and prints ours / upstream with the ratios
+(bench/side_by_side.py, bench/versus.py, bench/versus_report.py; docs/benchmarks.md, issue 36).
+
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
 """
 
@@ -123,7 +129,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--profile-dir", default=None,
                    help="run the cold-start controller under py-spy and keep its raw profile here "
                         "(py-spy must be installed; RSS/CPU numbers then describe py-spy); monorepo: py-spy "
-                        "attached for each phase after the cold start")
+                        "attached for each phase after the cold start; with --controllers: attached to our "
+                        "controller for each phase, <run>-<phase>.txt")
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and temporary files")
     s = p.add_argument_group("side by side with upstream's kustomize-controller (issue 36; bench/versus.py)")
     s.add_argument("--controllers", default=None,
@@ -195,7 +202,8 @@ def _kubectl() -> str:
 
 async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
     if p.get("mode") == "versus":
-        return await side_by_side.run(p, scenarios.Config(workdir=workdir, kubectl=_kubectl()))
+        profile = Path(p["profile_dir"]) if p.get("profile_dir") else None
+        return await side_by_side.run(p, scenarios.Config(workdir=workdir, kubectl=_kubectl(), profile_dir=profile))
     cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=_kubectl(),
                            profile_dir=Path(p["profile_dir"]) if p["profile_dir"] else None)
     results: list[dict[str, Any]] = []

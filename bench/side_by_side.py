@@ -52,6 +52,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "chain": [args.chain_depth or (5 if quick else 20)],
         },
         "cold_only": args.cold_only,
+        "profile_dir": args.profile_dir,
         "latency_samples": args.latency_samples or (10 if quick else 100),
         "quiet_load": args.quiet_load,
         "quiet_wait": args.quiet_wait,

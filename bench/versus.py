@@ -44,6 +44,8 @@ from bench.procs import (
     ControllerProcess,
     _status_kib,
     cpu_seconds,
+    descendants,
+    profiled,
     requests_by_method,
     scrape,
     tree_cpu_seconds,
@@ -208,9 +210,11 @@ class Running:
         self.metrics_url = ""
         self.spawned = 0.0
         self.tree_peak_mib = 0.0
+        self.max_children = 0
         self._ours: ControllerProcess | None = None
         self._upstream: FluxProcess | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._spy = contextlib.AsyncExitStack()  # py-spy attached for one phase (``Config.profile_dir``)
 
     def _flags(self) -> list[str]:
         c = self.contender
@@ -236,14 +240,25 @@ class Running:
             assert self._upstream.pid is not None
             self.pid, self.metrics_url = self._upstream.pid, self._upstream.metrics_url
         self._sampler = asyncio.create_task(self._sample())
+        await self._profile("cold")
         return self
+
+    async def _profile(self, key: str) -> None:
+        """With ``--profile-dir``, py-spy attached to our controller until the phase ends (``<name>-<key>.txt``);
+        upstream's is a Go binary, which py-spy does not read."""
+        await self._spy.aclose()
+        directory = self.lab.cfg.profile_dir
+        if directory is not None and self._ours is not None:
+            await self._spy.enter_async_context(profiled(self.pid, directory / f"{self.name}-{key}.txt"))
 
     async def _sample(self) -> None:
         while True:
             self.tree_peak_mib = max(self.tree_peak_mib, tree_rss_mib(self.pid))
+            self.max_children = max(self.max_children, len(descendants(self.pid)))
             await asyncio.sleep(0.25)
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._spy.aclose()
         if self._sampler is not None:
             self._sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -253,6 +268,7 @@ class Running:
             if peak:
                 self.m["peak_rss_mib"] = peak
             self.m["tree_peak_rss_mib"] = self.tree_peak_mib
+            self.m["max_children"] = float(self.max_children)
         if self._ours is not None:
             await self._ours.stop()
         if self._upstream is not None:
@@ -265,9 +281,11 @@ class Running:
         except OSError:
             return {}
 
-    async def snap(self) -> Snap:
+    async def snap(self, key: str = "") -> Snap:
         """Now; on the control plane also the start of a stretch of the audit log (what came before is read
-        and dropped)."""
+        and dropped); with ``--profile-dir`` the start of phase ``key``'s profile."""
+        if key:
+            await self._profile(key)
         if self.lab.site.audit is not None:
             self.lab.site.audit.take()
             by_method: dict[str, float] = {}
@@ -293,6 +311,7 @@ class Running:
         tree), ``.children_cpu_s``, ``.<apiserver|etcd|kcm>_cpu_s``, ``.requests`` and, per Kustomization
         (``per``), ``.requests_per_ks`` and ``.req.<kind>``."""
         await self.settle()
+        await self._spy.aclose()
         m = self.m
         m[f"{key}.seconds"] = seconds
         own, children = tree_cpu_seconds(self.pid)

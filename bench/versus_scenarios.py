@@ -72,7 +72,7 @@ def _within(n: int) -> float:
 
 
 async def _noop(lab: Lab, ctrl: Running, names: list[str], key: str) -> None:
-    before = await ctrl.snap()
+    before = await ctrl.snap(key)
     modified = lab.tracker.modified
     token = f"bench-{key}-{time.time_ns()}"
     started = time.perf_counter()
@@ -94,7 +94,7 @@ async def cold(lab: Lab, contender: Contender, n: int, m: Metrics, *, followups:
         if not followups:
             return
 
-        before = await ctrl.snap()
+        before = await ctrl.snap("revision")
         started = time.perf_counter()
         revisions = await bounded(publish(lab.client, lab.artifacts, i, rev=2) for i in range(n))
         ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
@@ -110,7 +110,7 @@ async def latency(lab: Lab, contender: Contender, n: int, m: Metrics, *, samples
     async with lab.controller(contender, m, name=f"latency-{n}-{contender.label()}") as ctrl:
         await lab.tracker.wait_ready(expected, within=_within(n))
         await ctrl.settle()
-        before = await ctrl.snap()
+        before = await ctrl.snap("latency")
         began = time.perf_counter()
         for k in range(samples):
             i = k % n
@@ -146,7 +146,7 @@ async def monorepo(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
         changed = 1 % n
         for key, files in (("one_app", mono.monorepo_files(n, changed=changed)),
                            ("shared_base", mono.monorepo_files(n, changed=changed, platform_rev=2))):
-            before = await ctrl.snap()
+            before = await ctrl.snap(key)
             revision, t0 = await mono._publish(lab.client, lab.artifacts, files)
             ready = await lab.tracker.wait_ready(dict.fromkeys(names, revision), within=_within(n))
             await ctrl.phase(key, before, ready - t0, per=n)
@@ -170,7 +170,7 @@ async def big(lab: Lab, contender: Contender, objects: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready({big_mod.NAME: str(artifact["revision"])}, within=within)
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=objects)
 
-        before = await ctrl.snap()
+        before = await ctrl.snap("change")
         started = time.perf_counter()
         changed = await lab.artifacts.publish_files(big_mod.big_files(objects, namespace=APPS_NS, changed=True),
                                                     name=big_mod.NAME)
@@ -178,7 +178,7 @@ async def big(lab: Lab, contender: Contender, objects: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready({big_mod.NAME: str(changed["revision"])}, within=within)
         await ctrl.phase("change", before, ready - started, per=objects)
 
-        before = await ctrl.snap()
+        before = await ctrl.snap("noop")
         token = f"bench-big-{time.time_ns()}"
         started = time.perf_counter()
         await request_reconcile(lab.client, [big_mod.NAME], token)
@@ -258,7 +258,7 @@ async def sops(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=n)
 
-        before = await ctrl.snap()
+        before = await ctrl.snap("revision")
         started = time.perf_counter()
         revisions = await bounded(_publish_sops(lab, i, rev=2, key=key) for i in range(n))
         ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
@@ -279,7 +279,7 @@ async def starvation(lab: Lab, contender: Contender, m: Metrics, *, healthy: int
         names = await _create_broken(lab.client, lab.artifacts, broken)
         # a controller that holds a worker while it waits has at most --concurrent of them waiting
         await _waiting(lab.client, names, count=min(broken, contender.concurrent))
-        before = await ctrl.snap()
+        before = await ctrl.snap("healthy")
         started = time.perf_counter()
         await bounded(lab.client.create(kustomization(i, wait=True)) for i in range(healthy))
         ready = await lab.tracker.wait_ready(expected, within=1800.0)
@@ -298,7 +298,7 @@ async def chain(lab: Lab, contender: Contender, m: Metrics, *, depth: int = 20) 
             obj["spec"]["dependsOn"] = [{"name": f"app-{i - 1}"}]
         objs.append(obj)
     async with lab.controller(contender, m, name=f"chain-{contender.label()}") as ctrl:
-        before = await ctrl.snap()
+        before = await ctrl.snap("chain")
         started = time.perf_counter()
         for obj in reversed(objs):  # dependents first: each finds its dependency missing or not Ready
             await lab.client.create(obj)
