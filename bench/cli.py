@@ -144,8 +144,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--rounds", type=int, default=None, help="runs of each controller per setting, A B A B (2; 1 quick)")
     s.add_argument("--ours-flags", default="", help="more flags for our controller")
     s.add_argument("--upstream-flags", default="", help="more flags for upstream's controller")
-    s.add_argument("--cold-only", action="store_true",
-                   help="the cold scenario stops after the cold start (no new revision, no no-op round): 10,000")
+    s.add_argument("--phases", default=None,
+                   help="only these phases of each scenario, the later ones left out, e.g. cold (10,000) or "
+                        "cold,one_app (the monorepo: upstream's round of 1,000 apps costs it ~N² work); default all")
     s.add_argument("--sops-size", type=int, default=None, help="Kustomizations of 10 SOPS Secrets each (100)")
     s.add_argument("--starvation-size", type=int, default=None, help="healthy Kustomizations behind 8 broken (100)")
     s.add_argument("--chain-depth", type=int, default=None, help="Kustomizations in the dependency chain (20)")

@@ -51,7 +51,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "starvation": [args.starvation_size or (20 if quick else 100)],
             "chain": [args.chain_depth or (5 if quick else 20)],
         },
-        "cold_only": args.cold_only,
+        "phases": [x for x in args.phases.split(",") if x] if args.phases else None,
         "profile_dir": args.profile_dir,
         "latency_samples": args.latency_samples or (10 if quick else 100),
         "quiet_load": args.quiet_load,
@@ -62,7 +62,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
 
 def _scenario(name: str, size: int, p: dict[str, Any]) -> Callable[[Lab, Contender, Metrics], Awaitable[None]]:
     if name == "cold":
-        return lambda lb, c, m: vs.cold(lb, c, size, m, followups=not p.get("cold_only", False))
+        return lambda lb, c, m: vs.cold(lb, c, size, m)
     if name == "latency":
         return lambda lb, c, m: vs.latency(lb, c, size, m, samples=p["latency_samples"])
     if name == "monorepo":
@@ -119,7 +119,8 @@ async def run(p: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
 
 async def _one(cfg: Config, p: dict[str, Any], scenario: str, size: int, contender: Contender, m: Metrics,
                body: Callable[[Lab, Contender, Metrics], Awaitable[None]]) -> None:
-    async with lab(p["cluster"], cfg, f"{scenario}-{size}-{contender.label()}", (contender.user,)) as lb:
+    async with lab(p["cluster"], cfg, f"{scenario}-{size}-{contender.label()}", (contender.user,),
+                   phases=p.get("phases")) as lb:
         await body(lb, contender, m)
 
 

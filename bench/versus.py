@@ -159,6 +159,11 @@ class Lab:
     client: KubeClient
     artifacts: ArtifactServer
     tracker: Tracker
+    phases: frozenset[str] | None = None  # None: every phase of the scenario
+
+    def wants(self, phase: str) -> bool:
+        """Whether to run ``phase`` after the first one (``--phases``; a scenario's first phase always runs)."""
+        return self.phases is None or phase in self.phases
 
     def controller(self, contender: Contender, m: Metrics, *, name: str) -> Running:
         return Running(self, contender, m, name=name)
@@ -172,14 +177,15 @@ class Lab:
 
 
 @contextlib.asynccontextmanager
-async def lab(kind: str, cfg: Config, label: str, users: tuple[str, ...]) -> AsyncIterator[Lab]:
+async def lab(kind: str, cfg: Config, label: str, users: tuple[str, ...], *,
+              phases: list[str] | None = None) -> AsyncIterator[Lab]:
     async with site(kind, cfg, label, users) as where:
         client = KubeClient(config=await load_kubeconfig(where.kubeconfig), qps=-1, burst=-1)
         try:
             if kind == "kubeconfig":
                 await delete_namespaces(client)  # leftovers of an interrupted run
             async with ArtifactServer() as artifacts, Tracker(client) as tracker:
-                yield Lab(cfg, where, client, artifacts, tracker)
+                yield Lab(cfg, where, client, artifacts, tracker, frozenset(phases) if phases else None)
         finally:
             if kind == "kubeconfig":
                 with contextlib.suppress(Exception):

@@ -83,7 +83,7 @@ async def _noop(lab: Lab, ctrl: Running, names: list[str], key: str) -> None:
     ctrl.m[f"{key}.status_writes_per_ks"] = (lab.tracker.modified - modified) / len(names) - 1
 
 
-async def cold(lab: Lab, contender: Contender, n: int, m: Metrics, *, followups: bool = True) -> None:
+async def cold(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
     expected = await setup(lab.client, lab.artifacts, n, wait=False)
     names = list(expected)
     before = lab.zero()
@@ -91,16 +91,15 @@ async def cold(lab: Lab, contender: Contender, n: int, m: Metrics, *, followups:
         ready = await lab.tracker.wait_ready(expected, within=_within(n))
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=n)
         m["cold.first_ready_s"] = lab.tracker.first_ready(expected) - ctrl.spawned
-        if not followups:
-            return
 
-        before = await ctrl.snap("revision")
-        started = time.perf_counter()
-        revisions = await bounded(publish(lab.client, lab.artifacts, i, rev=2) for i in range(n))
-        ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
-        await ctrl.phase("revision", before, ready - started, per=n)
-
-        await _noop(lab, ctrl, names, "noop")
+        if lab.wants("revision"):
+            before = await ctrl.snap("revision")
+            started = time.perf_counter()
+            revisions = await bounded(publish(lab.client, lab.artifacts, i, rev=2) for i in range(n))
+            ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
+            await ctrl.phase("revision", before, ready - started, per=n)
+        if lab.wants("noop"):
+            await _noop(lab, ctrl, names, "noop")
 
 
 async def latency(lab: Lab, contender: Contender, n: int, m: Metrics, *, samples: int) -> None:
@@ -146,13 +145,17 @@ async def monorepo(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
         changed = 1 % n
         for key, files in (("one_app", mono.monorepo_files(n, changed=changed)),
                            ("shared_base", mono.monorepo_files(n, changed=changed, platform_rev=2))):
+            if not lab.wants(key):
+                continue
             before = await ctrl.snap(key)
             revision, t0 = await mono._publish(lab.client, lab.artifacts, files)
             ready = await lab.tracker.wait_ready(dict.fromkeys(names, revision), within=_within(n))
             await ctrl.phase(key, before, ready - t0, per=n)
-        cm = await lab.client.get("v1", "ConfigMap", f"app-{changed}", APPS_NS)
-        m["one_app.changed_object_updated"] = 1.0 if cm["data"]["revision"] == "2" else 0.0
-        await _noop(lab, ctrl, names, "noop")
+        if lab.wants("one_app"):
+            cm = await lab.client.get("v1", "ConfigMap", f"app-{changed}", APPS_NS)
+            m["one_app.changed_object_updated"] = 1.0 if cm["data"]["revision"] == "2" else 0.0
+        if lab.wants("noop"):
+            await _noop(lab, ctrl, names, "noop")
 
 
 async def big(lab: Lab, contender: Contender, objects: int, m: Metrics) -> None:
@@ -170,20 +173,22 @@ async def big(lab: Lab, contender: Contender, objects: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready({big_mod.NAME: str(artifact["revision"])}, within=within)
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=objects)
 
-        before = await ctrl.snap("change")
-        started = time.perf_counter()
-        changed = await lab.artifacts.publish_files(big_mod.big_files(objects, namespace=APPS_NS, changed=True),
-                                                    name=big_mod.NAME)
-        await publish_source(lab.client, kind="GitRepository", namespace=FLUX_NS, name=big_mod.NAME, artifact=changed)
-        ready = await lab.tracker.wait_ready({big_mod.NAME: str(changed["revision"])}, within=within)
-        await ctrl.phase("change", before, ready - started, per=objects)
-
-        before = await ctrl.snap("noop")
-        token = f"bench-big-{time.time_ns()}"
-        started = time.perf_counter()
-        await request_reconcile(lab.client, [big_mod.NAME], token)
-        handled = await lab.tracker.wait_handled([big_mod.NAME], token, within=within)
-        await ctrl.phase("noop", before, handled - started, per=objects)
+        if lab.wants("change"):
+            before = await ctrl.snap("change")
+            started = time.perf_counter()
+            changed = await lab.artifacts.publish_files(big_mod.big_files(objects, namespace=APPS_NS, changed=True),
+                                                        name=big_mod.NAME)
+            await publish_source(lab.client, kind="GitRepository", namespace=FLUX_NS, name=big_mod.NAME,
+                                 artifact=changed)
+            ready = await lab.tracker.wait_ready({big_mod.NAME: str(changed["revision"])}, within=within)
+            await ctrl.phase("change", before, ready - started, per=objects)
+        if lab.wants("noop"):
+            before = await ctrl.snap("noop")
+            token = f"bench-big-{time.time_ns()}"
+            started = time.perf_counter()
+            await request_reconcile(lab.client, [big_mod.NAME], token)
+            handled = await lab.tracker.wait_handled([big_mod.NAME], token, within=within)
+            await ctrl.phase("noop", before, handled - started, per=objects)
 
 
 def _children_cpu() -> float:
@@ -258,16 +263,17 @@ async def sops(lab: Lab, contender: Contender, n: int, m: Metrics) -> None:
         ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
         await ctrl.phase("cold", before, ready - ctrl.spawned, per=n)
 
-        before = await ctrl.snap("revision")
-        started = time.perf_counter()
-        revisions = await bounded(_publish_sops(lab, i, rev=2, key=key) for i in range(n))
-        ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
-        await ctrl.phase("revision", before, ready - started, per=n)
-        secret = await lab.client.get("v1", "Secret", "app-0-0", APPS_NS)
-        m["revision.decrypted"] = float(
-            base64.b64decode(secret["data"]["password"]) == b"app 0 secret 0 revision 2")
-
-        await _noop(lab, ctrl, names, "noop")
+        if lab.wants("revision"):
+            before = await ctrl.snap("revision")
+            started = time.perf_counter()
+            revisions = await bounded(_publish_sops(lab, i, rev=2, key=key) for i in range(n))
+            ready = await lab.tracker.wait_ready(dict(zip(names, revisions, strict=True)), within=_within(n))
+            await ctrl.phase("revision", before, ready - started, per=n)
+            secret = await lab.client.get("v1", "Secret", "app-0-0", APPS_NS)
+            m["revision.decrypted"] = float(
+                base64.b64decode(secret["data"]["password"]) == b"app 0 secret 0 revision 2")
+        if lab.wants("noop"):
+            await _noop(lab, ctrl, names, "noop")
 
 
 async def starvation(lab: Lab, contender: Contender, m: Metrics, *, healthy: int = 100, broken: int = 8) -> None:

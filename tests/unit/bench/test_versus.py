@@ -34,6 +34,12 @@ def test_quick_and_chosen_sizes() -> None:
     assert (p["rounds"], p["concurrent"], p["scenarios"]) == (1, [20], ["cold", "big"])
     assert p["sizes"]["cold"] == [10000] and p["sizes"]["big"] == [200]
     assert p["flags"]["upstream"] == ["--kube-api-qps=-1", "--kube-api-burst=-1"]
+    assert p["phases"] is None
+    assert side_by_side.plan(cli.parse(["--controllers", "ours", "--phases", "cold,one_app"]))["phases"] == [
+        "cold", "one_app"]
+    every = versus.Lab(None, None, None, None, None)  # type: ignore[arg-type]
+    some = versus.Lab(None, None, None, None, None, frozenset({"cold", "one_app"}))  # type: ignore[arg-type]
+    assert every.wants("noop") and some.wants("one_app") and not some.wants("noop")
     with pytest.raises(SystemExit, match="not failover"):
         side_by_side.plan(cli.parse(["--controllers", "ours", "--scenarios", "cold,failover"]))
 
