@@ -196,7 +196,7 @@ async def lab(kind: str, cfg: Config, label: str, users: tuple[str, ...], *,
 @dataclass
 class Snap:
     """What has been spent up to one moment: the controller tree's CPU (own, children), the control plane's
-    CPU by process, and (without an audit log) the controller's request counters by method."""
+    CPU by process, and the controller's own request counters by method."""
 
     ctrl: tuple[float, float]
     plane: dict[str, float]
@@ -292,11 +292,9 @@ class Running:
         and dropped); with ``--profile-dir`` the start of phase ``key``'s profile."""
         if key:
             await self._profile(key)
+        by_method = await self.requests_counter()
         if self.lab.site.audit is not None:
             self.lab.site.audit.take()
-            by_method: dict[str, float] = {}
-        else:
-            by_method = await self.requests_counter()
         return Snap(tree_cpu_seconds(self.pid) if self.pid else (0.0, 0.0), self.lab.site.cpu(), by_method)
 
     async def settle(self, *, quiet: float = 1.0, within: float = 30.0) -> None:
@@ -325,14 +323,17 @@ class Running:
         m[f"{key}.children_cpu_s"] = children - before.ctrl[1]
         for name, value in self.lab.site.cpu().items():
             m[f"{key}.{name}_cpu_s"] = value - before.plane.get(name, 0.0)
+        own = Requests()  # the controller's own count, by method
+        for method, count in (await self.requests_counter()).items():
+            delta = int(count - before.by_method.get(method, 0.0))
+            own.total += delta
+            own.by_kind[method.lower()] += delta
         if self.lab.site.audit is not None:
             requests = self.lab.site.audit.take()[self.contender.user]
+            # a cross-check of the audit log (whose buffer could drop events) against what the controller counted
+            m[f"{key}.requests_self_reported"] = float(own.total)
         else:
-            requests = Requests()
-            for method, count in (await self.requests_counter()).items():
-                delta = int(count - before.by_method.get(method, 0.0))
-                requests.total += delta
-                requests.by_kind[method.lower()] += delta
+            requests = own
         m[f"{key}.requests"] = float(requests.total)
         m[f"{key}.requests_per_ks"] = requests.total / per
         for kind, count in requests.by_kind.items():
