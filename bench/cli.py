@@ -12,6 +12,12 @@ web UI with 1,000 Kustomizations in headless chromium: bench/ui.py), ``--scenari
 ``4/1``: the first of four shards alone; bench/scale.py), tens of minutes per size at 10,000.
 ``--from-json FILE`` only re-renders the report from a previous run's results.
 
+``--controllers ours,upstream`` (issue 36) runs instead the side-by-side scenarios of
+``bench/versus_scenarios.py`` with our controller and upstream's ``kustomize-controller`` (``FLUX_ASSETS``),
+one after the other on fresh clusters (``--cluster controlplane``: a real one from ``KUBE_ASSETS``), at each
+``--concurrency`` (4,20), ``--rounds`` times (A B A B), and prints ours / upstream with the ratios
+(bench/side_by_side.py, bench/versus.py, bench/versus_report.py; docs/benchmarks.md, issue 36).
+
 Needs Linux (``/proc``) and ``kubectl`` next to the Python interpreter or on PATH.
 """
 
@@ -38,8 +44,11 @@ from bench import (
     request_counts,
     scale,
     scenarios,
+    side_by_side,
     soak,
     ui,
+    versus,
+    versus_report,
     workload,
 )
 
@@ -78,8 +87,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few-minute smoke run (small sizes, one run each)")
-    p.add_argument("--scenarios", default=",".join(ALL),
-                   help=f"comma-separated subset of {','.join(ALL + OPTIONAL)} (default: all but {','.join(OPTIONAL)})")
+    p.add_argument("--scenarios", default=None,
+                   help=f"comma-separated subset of {','.join(ALL + OPTIONAL)} (default: all but "
+                        f"{','.join(OPTIONAL)}); with --controllers: of {','.join(side_by_side.SCENARIOS)} "
+                        "(default: all)")
     p.add_argument("--sizes", default=None, help="Kustomization counts for cold start (default 100,500,1000)")
     p.add_argument("--repeats", default=None, help="runs per size, e.g. 100=3,500=1,1000=1 (others: 1)")
     p.add_argument("--big-sizes", default=None,
@@ -118,17 +129,44 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--wait", action="store_true", help="Kustomizations with spec.wait: true (health checks)")
     p.add_argument("--controller-flags", default=" ".join(scenarios.DEFAULT_FLAGS),
                    help="flags for the controller process (default: %(default)s)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"),
-                   help="report to write (default docs/benchmarks.md); '-' for none")
+    p.add_argument("--out", default=None,
+                   help="report to write (default docs/benchmarks.md; with --controllers none, the side-by-side "
+                        "tables are printed); '-' for none")
     p.add_argument("--json", default=None, help="also keep the raw results here")
     p.add_argument("--from-json", default=None, help="do not run anything: render the report from this file")
     p.add_argument("--note", default="", help="a sentence about the conditions, printed in the report")
     p.add_argument("--profile-dir", default=None,
                    help="run the cold-start controller under py-spy and keep its raw profile here "
                         "(py-spy must be installed; RSS/CPU numbers then describe py-spy); monorepo: py-spy "
-                        "attached for each phase after the cold start")
+                        "attached for each phase after the cold start; with --controllers: attached to our "
+                        "controller for each phase, <run>-<phase>.txt")
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and temporary files")
-    return p.parse_args(argv)
+    s = p.add_argument_group("side by side with upstream's kustomize-controller (issue 36; bench/versus.py)")
+    s.add_argument("--controllers", default=None,
+                   help="run the side-by-side scenarios with these controllers, one after the other on fresh "
+                        "clusters: ours, upstream (FLUX_ASSETS/kustomize-controller), e.g. ours,upstream")
+    s.add_argument("--cluster", choices=versus.CLUSTERS, default=None,
+                   help="controlplane (a real one from KUBE_ASSETS for each run), embedded (the embedded API "
+                        "server for each run) or kubeconfig (BENCH_KUBECONFIG, namespaces cleaned between runs); "
+                        "default: kubeconfig with BENCH_KUBECONFIG, else embedded")
+    s.add_argument("--concurrency", default="4,20", help="--concurrent of both controllers, each in turn (4,20)")
+    s.add_argument("--rounds", type=int, default=None, help="runs of each controller per setting, A B A B (2; 1 quick)")
+    s.add_argument("--ours-flags", default="", help="more flags for our controller")
+    s.add_argument("--upstream-flags", default="", help="more flags for upstream's controller")
+    s.add_argument("--phases", default=None,
+                   help="only these phases of each scenario, the later ones left out, e.g. cold (10,000) or "
+                        "cold,one_app (the monorepo: upstream's round of 1,000 apps costs it ~N² work); default all")
+    s.add_argument("--sops-size", type=int, default=None, help="Kustomizations of 10 SOPS Secrets each (100)")
+    s.add_argument("--starvation-size", type=int, default=None, help="healthy Kustomizations behind 8 broken (100)")
+    s.add_argument("--chain-depth", type=int, default=None, help="Kustomizations in the dependency chain (20)")
+    s.add_argument("--quiet-load", type=float, default=0.0,
+                   help="before each run, wait for the 1-minute load average to drop under this (0: do not)")
+    s.add_argument("--quiet-wait", type=float, default=600.0, help="at most this many seconds per wait (600)")
+    args = p.parse_args(argv)
+    if args.controllers:
+        args.cluster = args.cluster or versus.default_cluster()
+        args.rounds = args.rounds or (1 if args.quick else 2)
+    return args
 
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,7 +175,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     repeats = {100: 3} if not quick else {}
     repeats.update(_repeats(args.repeats or ""))
     return {
-        "scenarios": [s for s in args.scenarios.split(",") if s],
+        "scenarios": [s for s in (args.scenarios or ",".join(ALL)).split(",") if s],
         "sizes": sizes,
         "repeats": {s: repeats.get(s, 1) for s in sizes},
         "big_sizes": _sizes(args.big_sizes) if args.big_sizes else ([500] if quick else [1000, 5000]),
@@ -177,9 +215,15 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _kubectl() -> str:
+    return shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
+
+
 async def run(p: dict[str, Any], workdir: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
-    cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=kubectl,
+    if p.get("mode") == "versus":
+        profile = Path(p["profile_dir"]) if p.get("profile_dir") else None
+        return await side_by_side.run(p, scenarios.Config(workdir=workdir, kubectl=_kubectl(), profile_dir=profile))
+    cfg = scenarios.Config(workdir=workdir, flags=p["controller_flags"], wait=p["wait"], kubectl=_kubectl(),
                            profile_dir=Path(p["profile_dir"]) if p["profile_dir"] else None)
     results: list[dict[str, Any]] = []
 
@@ -274,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
     else:
-        p = plan(args)
+        if args.controllers:
+            why = versus.missing(args.cluster, args.controllers.split(","))
+            if why:
+                print(f"[bench] cannot run side by side: {why}", file=sys.stderr)
+                return 2
+        p = side_by_side.plan(args) if args.controllers else plan(args)
         workdir = Path(tempfile.mkdtemp(prefix="bench-"))
         print(f"[bench] plan {json.dumps(p)}; work directory {workdir}", flush=True)
         machine_before = scenarios.machine()
@@ -296,8 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.json:
             Path(args.json).write_text(json.dumps(data, indent=1))
-    if args.out != "-":
-        Path(args.out).write_text(report.render(data))
-        print(f"[bench] wrote {args.out}", flush=True)
+    side = data["plan"].get("mode") == "versus"
+    out = args.out or ("-" if side else str(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"))
+    if out != "-":
+        Path(out).write_text(versus_report.render(data) if side else report.render(data))
+        print(f"[bench] wrote {out}", flush=True)
+    if side:
+        print("\n".join(versus_report.tables(data)), flush=True)
     failed = [r for r in data["results"] if r.get("error")]
     return 1 if failed else 0

@@ -90,6 +90,24 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def tree_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(own, children) CPU seconds of ``pid`` and its whole tree: children are the reaped ones plus every live
+    descendant's own and reaped CPU, so that long-lived helpers (our kustomize builder processes) count while
+    they run, not only once they exit. Between two readings the difference is what the tree spent: a
+    descendant that exits moves from the live sum into its parent's reaped sum, at least as large."""
+    own, reaped = cpu_seconds(pid)
+    live = 0.0
+    for child in descendants(pid):
+        mine, theirs = cpu_seconds(child)
+        live += mine + theirs
+    return own, reaped + live
+
+
+def tree_rss_mib(pid: int) -> float:
+    """The resident memory of ``pid`` and its live descendants together, now."""
+    return sum(_status_kib(p, "VmRSS") for p in [pid, *descendants(pid)]) / 1024
+
+
 @dataclass
 class ProcStats:
     peak_rss_mib: float

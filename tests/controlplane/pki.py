@@ -8,7 +8,8 @@
 - the service-account signing key pair (``--service-account-signing-key-file`` / ``--service-account-key-file``
   on the API server, ``--service-account-private-key-file`` on the controller manager): TokenRequest works;
 - a static bearer token for the admin (group ``system:masters``), as the embedded server hands out: tests and
-  tools that want a token get one.
+  tools that want a token get one; and one for each of ``users`` (also ``system:masters``), so that two
+  clients with the same powers are told apart in the audit log (the bench's side-by-side runs).
 
 Everything is written under one directory with owner-only permissions; nothing here is secret beyond the
 life of the control plane.
@@ -47,6 +48,7 @@ class Pki:
     sa_pub: Path
     token_file: Path  # --token-auth-file
     admin_token: str
+    user_tokens: dict[str, str]  # the extra users' static tokens (``make_pki(users=...)``)
 
     def ca_pem(self) -> bytes:
         return self.ca_cert.read_bytes()
@@ -87,8 +89,9 @@ def _sign(subject: x509.Name, public: ec.EllipticCurvePublicKey, *, issuer: x509
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(directory: Path, *, service_ip: str = "10.0.0.1") -> Pki:
-    """Write a fresh CA, serving and client certificates, the service-account keys and a token file."""
+def make_pki(directory: Path, *, service_ip: str = "10.0.0.1", users: tuple[str, ...] = ()) -> Pki:
+    """Write a fresh CA, serving and client certificates, the service-account keys and a token file (the
+    admin's token and one for each of ``users``, all of them ``system:masters``)."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     now = datetime.datetime.now(datetime.UTC)
@@ -120,6 +123,9 @@ def make_pki(directory: Path, *, service_ip: str = "10.0.0.1") -> Pki:
                   usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     token = secrets.token_urlsafe(32)
+    user_tokens = {user: secrets.token_urlsafe(32) for user in users if user != ADMIN_USER}
+    tokens = "".join(f'{secret},{user},{user}-uid,"system:masters"\n' for user, secret in
+                     {ADMIN_USER: token, **user_tokens}.items())
     return Pki(
         directory=directory,
         ca_cert=_write(directory / "ca.crt", ca.public_bytes(pem)),
@@ -132,7 +138,7 @@ def make_pki(directory: Path, *, service_ip: str = "10.0.0.1") -> Pki:
         sa_key=_write(directory / "sa.key", _pem_key(sa_key)),
         sa_pub=_write(directory / "sa.pub", sa_key.public_key().public_bytes(
             pem, serialization.PublicFormat.SubjectPublicKeyInfo)),
-        token_file=_write(directory / "tokens.csv", f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"\n'
-                          .encode()),
+        token_file=_write(directory / "tokens.csv", tokens.encode()),
         admin_token=token,
+        user_tokens=user_tokens,
     )

@@ -16,9 +16,11 @@ and etcd's releases) and starts them with what a real cluster has:
 
 ``ControlPlane.start()`` returns once ``/readyz`` answers and, with a controller manager, the ``default``
 ServiceAccount exists (its controllers run). ``admin_kubeconfig`` authenticates with a static bearer token
-of a ``system:masters`` user. ``stop()`` ends the processes (SIGTERM, then SIGKILL after a grace period)
-and removes the work directory; the children also get SIGKILL should the process that started them die
-(``PR_SET_PDEATHSIG``), so nothing outlives its owner. Both are idempotent; the class is a context manager.
+of a ``system:masters`` user; ``users`` adds more of them, each with its own token and kubeconfig
+(``user_kubeconfig(user)``), whose requests the audit log tells apart (the bench's side-by-side runs).
+``stop()`` ends the processes (SIGTERM, then SIGKILL after a grace period) and removes the work directory;
+the children also get SIGKILL should the process that started them die (``PR_SET_PDEATHSIG``), so nothing
+outlives its owner. Both are idempotent; the class is a context manager.
 
 ``restart_apiserver()`` stops kube-apiserver (gracefully or as a crash) and starts it again on the same
 address with the same flags and certificates while etcd keeps the data (the soak's API-server restarts,
@@ -133,6 +135,7 @@ class ControlPlane:
     audit: bool = True
     audit_policy: str = AUDIT_POLICY  # e.g. request bodies (level Request) for some resources
     apiserver_args: tuple[str, ...] = ()  # extra kube-apiserver flags (e.g. for the bench)
+    users: tuple[str, ...] = ()  # extra system:masters users, each with a kubeconfig (``user_kubeconfig``)
     keep: bool = False  # leave the work directory (logs, audit log) for a post-mortem
     url: str = ""
     pki: Pki | None = None
@@ -144,6 +147,13 @@ class ControlPlane:
     @property
     def admin_kubeconfig(self) -> Path:
         return self._dir / "admin.kubeconfig"
+
+    def user_kubeconfig(self, user: str) -> Path:
+        """The kubeconfig of one of ``users`` (a static token of its own: its requests carry its name in the
+        audit log)."""
+        if self.pki is None or user not in self.pki.user_tokens:
+            raise ControlPlaneError(f"no user {user!r} on this control plane (users={self.users!r})")
+        return self._dir / f"{user}.kubeconfig"
 
     @property
     def audit_log(self) -> Path:
@@ -184,7 +194,7 @@ class ControlPlane:
     def _start(self, within: float) -> None:
         workdir = self._dir
         (workdir / "logs").mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_pki(workdir / "pki")
+        self.pki = pki = make_pki(workdir / "pki", users=self.users)
         deadline = time.monotonic() + within
         self._env = env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
 
@@ -229,6 +239,8 @@ class ControlPlane:
         self._procs.append(apiserver)
         apiserver.start(env)
         self._write_kubeconfig(self.admin_kubeconfig, user={"token": pki.admin_token})
+        for user, token in pki.user_tokens.items():
+            self._write_kubeconfig(self._dir / f"{user}.kubeconfig", user={"token": token})
         self._wait(apiserver, lambda: self._api_ok("/readyz"), deadline, "kube-apiserver /readyz")
 
         kcm_binary = self.assets / "kube-controller-manager"

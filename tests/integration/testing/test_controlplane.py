@@ -37,11 +37,13 @@ def eventually(probe, within: float = 60.0):  # type: ignore[no-untyped-def]
 
 
 def test_a_real_control_plane_starts_serves_and_leaves_nothing() -> None:
-    plane = ControlPlane(assets=Path(os.environ["KUBE_ASSETS"]))
+    plane = ControlPlane(assets=Path(os.environ["KUBE_ASSETS"]), users=("cp-harness-robot",))
     with plane:
         workdir, pids = plane.workdir, plane.pids()
         assert workdir is not None and set(pids) >= {"etcd", "kube-apiserver"}
         config = plane.admin_kubeconfig
+        # an extra user is its own identity, with the admin's powers
+        kubectl(plane.user_kubeconfig("cp-harness-robot"), "get", "namespaces", "-o", "name")
         version = json.loads(kubectl(config, "version", "-o", "json"))["serverVersion"]
         assert version["major"] == "1"
         # API priority and fairness and RBAC are on
@@ -56,6 +58,7 @@ def test_a_real_control_plane_starts_serves_and_leaves_nothing() -> None:
             assert eventually(lambda: kubectl(config, "-n", "cp-harness", "get", "replicasets", "-o", "name"))
             kubectl(config, "delete", "namespace", "cp-harness", "--timeout=120s")  # the namespace controller
         assert plane.audit_log.stat().st_size > 0
+        assert eventually(lambda: '"username":"cp-harness-robot"' in plane.audit_log.read_text())
     for pid in pids.values():
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     assert not workdir.exists()

@@ -40,3 +40,15 @@ def test_without_assets_the_runner_says_so_in_one_line_and_skips(tmp_path: Path)
         "optionally kube-controller-manager)"]
     assert not marker.exists()  # the command needs the control plane: it is not run without one
     assert _run("run", "--require", "--", "true", assets=str(tmp_path)).returncode == 2
+
+
+def test_extra_users_get_tokens_of_their_own_in_the_token_file(tmp_path: Path) -> None:
+    from tests.controlplane.pki import ADMIN_USER, make_pki
+
+    pki = make_pki(tmp_path / "pki", users=("bench-ours", "bench-upstream", ADMIN_USER))
+    assert set(pki.user_tokens) == {"bench-ours", "bench-upstream"}  # the admin keeps its one token
+    rows = [line.split(",") for line in pki.token_file.read_text().splitlines()]
+    assert [(r[0], r[1]) for r in rows] == [(pki.admin_token, ADMIN_USER),
+                                            (pki.user_tokens["bench-ours"], "bench-ours"),
+                                            (pki.user_tokens["bench-upstream"], "bench-upstream")]
+    assert len({r[0] for r in rows}) == 3 and all(r[3] == '"system:masters"' for r in rows)
