@@ -56,6 +56,7 @@ class FluxProcess:
     env: dict[str, str] = field(default_factory=dict)
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
+    urls: dict[str, str] = field(default_factory=dict)  # what it serves besides metrics/health, by name
     _proc: asyncio.subprocess.Process | None = None
 
     @property
