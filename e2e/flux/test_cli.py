@@ -8,6 +8,7 @@ are compared after masking the namespace, times, durations and UIDs (``tests/flu
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -16,7 +17,7 @@ from tests.flux.cli import FluxResult, normalise
 from tests.flux.gitserver import GitServer, Repository
 
 from ..harness import configmap, eventually
-from .sides import KS_API, Pair, Side
+from .sides import KS_API, Pair, Side, condition
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.upstream]
 
@@ -40,6 +41,17 @@ def event_rows(result: FluxResult, names: dict[str, str]) -> set[tuple[str, ...]
         cells = [normalise(c.strip(), names) for c in line.split("\t")]
         rows.add(tuple(cells[1:5]))
     return rows
+
+
+async def applied_view(side: Side, name: str, names: dict[str, str]) -> str:
+    """A ConfigMap the Kustomization applied, as JSON, without what differs by design (uid,
+    resourceVersion, times, the namespace)."""
+    obj = await side.get("v1", "ConfigMap", name)
+    meta = obj["metadata"]
+    managed = [{k: v for k, v in entry.items() if k != "time"} for entry in meta.get("managedFields") or []]
+    view = {"labels": meta.get("labels"), "annotations": meta.get("annotations"), "data": obj.get("data"),
+            "managedFields": sorted(managed, key=lambda e: (e["manager"], e["operation"]))}
+    return normalise(json.dumps(view, sort_keys=True), names, collapse_space=False)
 
 
 async def start(pair: Pair, git_server: GitServer) -> tuple[Repository, str]:
@@ -82,6 +94,12 @@ async def test_cli_lifecycle_matches_upstream(pair: Pair, git_server: GitServer)
         requested = ks["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"]
         assert ks["status"]["lastHandledReconcileAt"] == requested
         assert not await side.exists("v1", "ConfigMap", "extra")
+
+    # what each applied is the same object: labels, annotations, data, field managers and their fields
+    ours_cm, upstream_cm = await pair.each(lambda side: applied_view(side, "settings", pair.names))
+    assert ours_cm == upstream_cm, f"ours {ours_cm}\nupstream {upstream_cm}"
+    ours_ks, upstream_ks = await pair.each(lambda side: side.ks())
+    assert ours_ks["metadata"]["finalizers"] == upstream_ks["metadata"]["finalizers"] == ["finalizers.fluxcd.io"]
 
     # suspend / resume
     await pair.same("suspend", "ks", "app")
@@ -159,10 +177,18 @@ async def test_failures_match_upstream(pair: Pair, git_server: GitServer) -> Non
     table = await pair.same("get", "ks")
     assert "kustomize build failed" in table, table
     ours_events, upstream_events = await pair.cli("events", "--for", "Kustomization/app", "--types", "Warning")
+    await pair.same("debug", "ks", "app", "--show-status", mask=DIGEST)
     warnings = event_rows(ours_events, pair.names)
     assert warnings == event_rows(upstream_events, pair.names), \
         f"=== ours ===\n{ours_events.stdout}\n=== upstream ===\n{upstream_events.stdout}"
     assert {row[1] for row in warnings} == {"BuildFailed"}, warnings
+
+    # a missing dependency: not ready, retried, the same message
+    await pair.each(lambda side: side.kustomization("dep", dependsOn=[{"name": "missing"}]))
+    await pair.each(lambda side: eventually(lambda: side.ks("dep"), lambda ks: condition(ks, "Ready") is not None,
+                                            within=60, what=f"{side.label}: Kustomization/dep reconciled"))
+    waiting = await pair.same("get", "ks", "dep")
+    assert "dependency '<ns>/missing' not found" in waiting, waiting
 
     # a terminal error: Stalled, and the CLI gives up at once with its message
     await pair.each(lambda side: side.kustomization(

@@ -6,11 +6,13 @@ and the ``Gotk-Component`` header."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
+from tests.flux.cli import normalise
 from tests.flux.gitserver import GitServer
 from tests.flux.receiver import EventReceiver, ReceivedRequest
 
@@ -46,6 +48,22 @@ async def forwarded(pair: Pair, receiver: EventReceiver, reason: str) -> tuple[d
     return mine, theirs
 
 
+async def recorded_events(side: Side, names: dict[str, str]) -> set[str]:
+    """The Kustomization's core/v1 Events, each without what differs by design or by timing (name, uid,
+    resourceVersion, times, count), as sorted JSON."""
+    views = set()
+    for event in await side.kube.list("v1", "Event", side.namespace):
+        if event["involvedObject"].get("kind") != "Kustomization":
+            continue
+        view = {key: event.get(key) for key in ("type", "reason", "message", "source", "reportingComponent",
+                                                "reportingInstance", "action", "related")}
+        view["annotations"] = event["metadata"].get("annotations")
+        involved = event["involvedObject"]
+        view["involvedObject"] = {k: involved.get(k) for k in ("apiVersion", "kind", "name", "namespace")}
+        views.add(normalise(json.dumps(view, sort_keys=True), names, collapse_space=False))
+    return views
+
+
 async def test_alerts_carry_what_upstream_sends(pair: Pair, git_server: GitServer, receiver: EventReceiver) -> None:
     repo = await git_server.create("app")
     first = repo.revision(await repo.commit(FILES))
@@ -70,6 +88,10 @@ async def test_alerts_carry_what_upstream_sends(pair: Pair, git_server: GitServe
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "app",
         "namespace": "<ns>", "uid": "<uid>", "resourceVersion": "<resourceVersion>"}
     assert succeeded["reportingController"] == "kustomize-controller"
+
+    # the core/v1 Events behind them (what `flux events` and `kubectl describe` show) are recorded alike
+    ours_events, upstream_events = await pair.each(lambda side: recorded_events(side, pair.names))
+    assert ours_events == upstream_events, f"ours {ours_events}\nupstream {upstream_events}"
 
     # a broken commit: the failure goes out as an error with the build's message
     broken = repo.revision(await repo.commit({
