@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, NoReturn
 
 import structlog
 
 from kustomize_controller.api.changes import InvalidApprovalModeError, approval_mode
 from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
-from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.duration import format_duration, format_seconds
 from kustomize_controller.api.meta import Reason
 from kustomize_controller.api.source import Artifact
 from kustomize_controller.apply.cel import CelStatusReaders
@@ -210,7 +209,7 @@ class ApplyStep:
             ctx.ks.status.history,
             digest=digest,
             now=self._clock.now(),
-            duration=timedelta(seconds=ctx.elapsed()),
+            duration=ctx.elapsed(),
             status=status,
             metadata=metadata,
         )
@@ -480,11 +479,11 @@ class ApplyStep:
             else:
                 await ctx.interrupt.race(waiting)  # HealthCheckCanceledError goes to the reconciler
         except HealthCheckError as err:
-            took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+            took = format_seconds(self._clock.monotonic() - started)
             ctx.mark_false(HEALTHY, Reason.HEALTH_CHECK_FAILED, str(err))
             self._history(ctx, self._current_digest(ctx), Reason.HEALTH_CHECK_FAILED)
             self._fail(ctx, Reason.HEALTH_CHECK_FAILED, f"health check failed after {took}: {err}")
-        took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+        took = format_seconds(self._clock.monotonic() - started)
         passed = f"Health check passed in {took}"
         if not was_healthy or (is_new_revision and drifted):
             await ctx.event(passed)

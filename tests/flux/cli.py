@@ -66,7 +66,8 @@ class FluxCli:
 _UID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 # RFC 3339 (2026-11-28T10:00:00Z, with fractions and offsets) and Go's time.String() / default format
 # (2026-11-28 10:00:00 +0000 UTC, with fractions and a monotonic suffix)
-_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d| [+-]\d{4} [A-Z]+(?: m=[+-][\d.]+)?)?")
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?"
+                   r"(?:Z|[+-]\d\d:\d\d| [+-]\d{4} [A-Z]+(?: m=[+-][\d.]+)?)?")
 # Go durations as printed: 1.234s, 250ms, 2m0s, 1h0m0s, 12µs
 _DURATION = re.compile(r"\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?(?:s|ms|µs|us|ns)\b|\b\d+h\d+m\b|\b\d+m\b")
 
