@@ -186,7 +186,9 @@ class ApplyStep:
                         tenant_client(ks, client=self._client, options=self._options.tenancy)
                     )
                 except (TenantClientError, KubeError) as err:
-                    self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to build kube client: {err}")
+                    # upstream: the condition says what failed, the returned error (event, log) adds where
+                    self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err),
+                               error=f"failed to build kube client: {err}")
                 result = await self._build(ctx, checkout, options)
                 ctx.extra["digest"] = result.digest
                 if result.reused:
@@ -197,9 +199,11 @@ class ApplyStep:
         except OSError as err:
             self._fail(ctx, Reason.DIR_CREATION_FAILED, f"tmp dir error: {err}")
 
-    def _fail(self, ctx: ReconcileContext, reason: str, message: str) -> NoReturn:
+    def _fail(self, ctx: ReconcileContext, reason: str, message: str, *, error: str = "") -> NoReturn:
+        """Ready=False with ``message``; the reconcile fails with ``error`` (the event's and the log's
+        text), ``message`` unless given."""
         ctx.mark_false(READY, reason, message)
-        raise PipelineFailure(message)
+        raise PipelineFailure(error or message)
 
     def _history(self, ctx: ReconcileContext, digest: str, status: str) -> None:
         metadata = {"revision": ctx.revision}
