@@ -4,7 +4,8 @@ Without ``E2E_KUBECONFIG`` every test here is collected and skipped with the rea
 ``pytest e2e`` exits 0 and says why. With it, each test gets a ``scenario`` (see ``harness.Scenario``):
 
 - the Kustomization and source CRDs are installed once per session when the cluster lacks them
-  (``manifests/crd/bases`` and ``<repo>/../shared/reference/crds``; existing CRDs are left alone) and
+  (``manifests/crd/bases``, and ``FLUX_ASSETS/crds`` (sources, notifications) when set, else
+  ``<repo>/../shared/reference/crds``; existing CRDs are left alone) and
   deleted again at the end of the session (only those installed here);
 - a fresh namespace ``e2e-<random>``, torn down after the controller stopped: its Kustomizations lose
   their finalizers (no controller is left to release them) and are deleted, then the namespace is

@@ -18,26 +18,11 @@ from tests.flux.cli import normalise
 from tests.flux.gitserver import GitServer
 
 from ..harness import E2EError, configmap, eventually
+from ..test_warn_and_diff import DEPLOYMENT
 from .sides import Pair, Side, condition
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.upstream]
 
-DEPLOYMENT = """apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: main
-        image: nginx:1.27
-"""
 FILES = {
     "ok/kustomization.yaml": "resources:\n- a.yaml\n",
     "ok/a.yaml": configmap("a"),

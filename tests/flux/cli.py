@@ -15,7 +15,6 @@ durations and UIDs become ``<time>``, ``<age>``, ``<duration>``, ``<uid>``. Noth
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assets
+from .process import communicate
 
 
 @dataclass(frozen=True)
@@ -49,17 +49,8 @@ class FluxCli:
         argv = (str(self.binary), *args, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache_dir}")
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "FLUX_"))}
         environ.update(TZ="UTC", **(env or {}))
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=environ, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), within)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise TimeoutError(f"{shlex.join(argv)}: no exit within {within}s") from None
-        assert proc.returncode is not None
-        return FluxResult(argv=argv, exit_code=proc.returncode, stdout=out.decode(errors="replace"),
+        code, out, err = await communicate(argv, within=within, stdin=stdin, env=environ, cwd=cwd)
+        return FluxResult(argv=argv, exit_code=code, stdout=out.decode(errors="replace"),
                           stderr=err.decode(errors="replace"))
 
 

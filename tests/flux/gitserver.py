@@ -19,16 +19,17 @@ start, so the same sequence of commits gives the same SHAs in every run and ever
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
+
+from .process import communicate
+from .served import LoopbackServer
 
 _GIT_TIMEOUT = 30.0
 _EPOCH = 1_700_000_000  # the first commit's time; each commit one second later
@@ -50,18 +51,13 @@ def _git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 async def git(*args: str, cwd: Path, env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> bytes:
     """Run ``git ARGS`` in ``cwd``; its stdout, or ``GitError`` on a non-zero exit or after 30 s."""
-    proc = await asyncio.create_subprocess_exec(
-        "git", *args, cwd=cwd, env=_git_env(env),
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), _GIT_TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise GitError(f"git {' '.join(args)}: no answer within {_GIT_TIMEOUT}s") from None
-    if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)}: exit {proc.returncode}: {err.decode(errors='replace').strip()}")
+        code, out, err = await communicate(["git", *args], within=_GIT_TIMEOUT, stdin=stdin, env=_git_env(env),
+                                           cwd=cwd)
+    except TimeoutError as exc:
+        raise GitError(str(exc)) from None
+    if code != 0:
+        raise GitError(f"git {' '.join(args)}: exit {code}: {err.decode(errors='replace').strip()}")
     return out
 
 
@@ -115,28 +111,22 @@ class Repository:
 
 
 @dataclass
-class GitServer:
+class GitServer(LoopbackServer):
     """Smart-HTTP Git server on ``127.0.0.1`` (module contract). ``requests`` counts requests per
     repository name (``info/refs`` and ``git-upload-pack`` alike)."""
 
-    host: str = "127.0.0.1"
-    port: int = 0
     root: Path | None = None
     requests: dict[str, int] = field(default_factory=dict)
-    _runner: web.AppRunner | None = None
     _owned_root: bool = False
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.base_url
 
-    async def __aenter__(self) -> GitServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        return app
 
     async def start(self) -> None:
         if self.root is None:
@@ -144,20 +134,10 @@ class GitServer:
             self._owned_root = True
         (self.root / "repos").mkdir(parents=True, exist_ok=True)
         (self.root / "work").mkdir(parents=True, exist_ok=True)
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{path:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        await super().start()
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await super().stop()
         if self.root is not None and self._owned_root:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
@@ -189,14 +169,10 @@ class GitServer:
         for header in _PASSED_HEADERS:
             if header in request.headers:
                 env["HTTP_" + header.upper().replace("-", "_")] = request.headers[header]
-        proc = await asyncio.create_subprocess_exec(
-            "git", "http-backend", env=_git_env(env), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(body), _GIT_TIMEOUT)
+            _, out, err = await communicate(["git", "http-backend"], within=_GIT_TIMEOUT, stdin=body,
+                                            env=_git_env(env))
         except TimeoutError:
-            proc.kill()
-            await proc.wait()
             return web.Response(status=504, text="git http-backend timed out\n")
         return _cgi_response(out, err)
 

@@ -16,10 +16,11 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from .served import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -32,44 +33,22 @@ class ReceivedRequest:
 
 
 @dataclass
-class EventReceiver:
+class EventReceiver(LoopbackServer):
     """Records every request (module contract)."""
 
-    host: str = "127.0.0.1"
-    port: int = 0
     status: int = 202
     received: list[ReceivedRequest] = field(default_factory=list)
-    _runner: web.AppRunner | None = None
     _arrived: asyncio.Condition | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/"
+        return f"{self.base_url}/"
 
-    async def __aenter__(self) -> EventReceiver:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
+    def app(self) -> web.Application:
         self._arrived = asyncio.Condition()
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     def events(self, predicate: Callable[[ReceivedRequest], bool] = lambda _: True) -> list[ReceivedRequest]:
         return [r for r in self.received if predicate(r)]

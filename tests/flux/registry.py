@@ -26,9 +26,10 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from aiohttp import web
+
+from .served import LoopbackServer
 
 _ROUTE = re.compile(
     r"^/v2/(?P<name>.+?)/(?:(?P<blobs>blobs/uploads)/(?P<upload>[^/]*)|blobs/(?P<blob>[^/]+)|"
@@ -51,49 +52,27 @@ class _Manifest:
 
 
 @dataclass
-class OciRegistry:
+class OciRegistry(LoopbackServer):
     """In-memory OCI registry on ``127.0.0.1`` (module contract)."""
 
-    host_ip: str = "127.0.0.1"
-    port: int = 0
     blobs: dict[str, bytes] = field(default_factory=dict)
     manifests: dict[str, dict[str, _Manifest]] = field(default_factory=dict)  # name -> digest -> manifest
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> tag -> digest
     pulls: dict[str, int] = field(default_factory=dict)
     _uploads: dict[str, bytearray] = field(default_factory=dict)
-    _runner: web.AppRunner | None = None
 
     @property
     def host(self) -> str:
-        return f"{self.host_ip}:{self.port}"
+        return self.base_url.removeprefix("http://")
 
     def url(self, name: str) -> str:
         """The ``oci://`` URL of repository ``name`` (for ``flux push artifact`` and ``spec.url``)."""
         return f"oci://{self.host}/{name}"
 
-    async def __aenter__(self) -> OciRegistry:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=256 << 20)
         app.router.add_route("*", "/{path:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host_ip, self.port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     def digest_of(self, name: str, tag: str) -> str | None:
         return self.tags.get(name, {}).get(tag)
