@@ -26,7 +26,6 @@ KS_API = "kustomize.toolkit.fluxcd.io/v1"
 SOURCE_API = "source.toolkit.fluxcd.io/v1"
 NOTIFICATION_API = "notification.toolkit.fluxcd.io/v1beta3"
 RECEIVER_API = "notification.toolkit.fluxcd.io/v1"
-SOURCE_KINDS = {"GitRepository": "git", "OCIRepository": "oci", "Bucket": "bucket"}
 
 
 def condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
