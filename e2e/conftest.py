@@ -4,7 +4,8 @@ Without ``E2E_KUBECONFIG`` every test here is collected and skipped with the rea
 ``pytest e2e`` exits 0 and says why. With it, each test gets a ``scenario`` (see ``harness.Scenario``):
 
 - the Kustomization and source CRDs are installed once per session when the cluster lacks them
-  (``manifests/crd/bases`` and ``<repo>/../shared/reference/crds``; existing CRDs are left alone) and
+  (``manifests/crd/bases``, and ``FLUX_ASSETS/crds`` (sources, notifications) when set, else
+  ``<repo>/../shared/reference/crds``; existing CRDs are left alone) and
   deleted again at the end of the session (only those installed here);
 - a fresh namespace ``e2e-<random>``, torn down after the controller stopped: its Kustomizations lose
   their finalizers (no controller is left to release them) and are deleted, then the namespace is
@@ -20,6 +21,7 @@ Extra controller flags for one test: ``@pytest.mark.controller_args("--concurren
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -34,6 +36,7 @@ import pytest
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.kube.config import load_kubeconfig
 from kustomize_controller.testing.artifacts import ArtifactServer
+from tests.flux import assets as flux_assets
 
 from .harness import REPO_ROOT, ControllerProcess, Kubectl, Scenario, kubectl_binary
 
@@ -81,10 +84,13 @@ def _kubectl_sync(kubeconfig: str, *args: str, stdin: str | None = None, timeout
 
 
 def _crd_files() -> list[Path]:
+    """Ours for Kustomizations; Flux's own from ``FLUX_ASSETS/crds`` for sources and notifications when
+    there (source-controller wants HelmChart's too), else the source CRDs of the shared reference."""
     shared = REPO_ROOT.parent / "shared" / "reference" / "crds"
     own = sorted((REPO_ROOT / "manifests" / "crd" / "bases").glob("*.yaml"))
-    return (own or sorted(shared.glob("kustomize.toolkit.fluxcd.io_*.yaml"))) + sorted(
-        shared.glob("source.toolkit.fluxcd.io_*.yaml")
+    flux = flux_assets.crd_files("source.", "notification.")
+    return (own or sorted(shared.glob("kustomize.toolkit.fluxcd.io_*.yaml"))) + (
+        flux or sorted(shared.glob("source.toolkit.fluxcd.io_*.yaml"))
     )
 
 
@@ -115,8 +121,11 @@ def crds(kubeconfig: str) -> Iterator[list[str]]:
                           "--timeout=120s", timeout=180)
 
 
-@pytest.fixture
-def namespace(kubeconfig: str, crds: list[str]) -> Iterator[str]:
+@contextlib.contextmanager
+def ephemeral_namespace(kubeconfig: str, *, deferred: list[str] | None = None) -> Iterator[str]:
+    """A fresh ``e2e-<run>-<random>`` namespace, torn down on exit (``_tear_down_namespace``). With
+    ``deferred``, its deletion is only started and its name appended there: whoever owns the list waits
+    for them all (``wait_namespaces_gone``) while the next tests run."""
     name = f"e2e-{RUN_ID}-{secrets.token_hex(3)}"
     manifest = {"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": name, "labels": {"kustomize-controller.e2e/ephemeral": "true"}}}
@@ -125,12 +134,27 @@ def namespace(kubeconfig: str, crds: list[str]) -> Iterator[str]:
     try:
         yield name
     finally:
-        _tear_down_namespace(kubeconfig, name)
+        _tear_down_namespace(kubeconfig, name, wait=deferred is None)
+        if deferred is not None:
+            deferred.append(name)
 
 
-def _tear_down_namespace(kubeconfig: str, name: str) -> None:
+def wait_namespaces_gone(kubeconfig: str, names: list[str], *, within: int = 240) -> None:
+    """Wait until every namespace in ``names`` is gone (their deletion started by ``ephemeral_namespace``)."""
+    if names:
+        _kubectl_sync(kubeconfig, "wait", "--for=delete", *(f"namespace/{n}" for n in names),
+                      f"--timeout={within}s", timeout=within + 60)
+
+
+@pytest.fixture
+def namespace(kubeconfig: str, crds: list[str]) -> Iterator[str]:
+    with ephemeral_namespace(kubeconfig) as name:
+        yield name
+
+
+def _tear_down_namespace(kubeconfig: str, name: str, *, wait: bool = True) -> None:
     """Remove the test's Kustomizations (finalizers first: the controller has stopped) and the namespace,
-    and wait until it is gone."""
+    and (``wait``) wait until it is gone."""
     listed = _kubectl_sync(kubeconfig, "get", "kustomizations.kustomize.toolkit.fluxcd.io", "-n", name,
                            "-o", "name", "--ignore-not-found")
     for ref in listed.split():
@@ -139,8 +163,8 @@ def _tear_down_namespace(kubeconfig: str, name: str) -> None:
     if listed.strip():
         _kubectl_sync(kubeconfig, "delete", "kustomizations.kustomize.toolkit.fluxcd.io", "--all", "-n", name,
                       "--ignore-not-found", "--wait=true", "--timeout=60s", timeout=90)
-    _kubectl_sync(kubeconfig, "delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=120s",
-                  timeout=180)
+    _kubectl_sync(kubeconfig, "delete", "namespace", name, "--ignore-not-found", f"--wait={str(wait).lower()}",
+                  "--timeout=120s", timeout=180)
 
 
 @pytest.fixture
@@ -159,15 +183,22 @@ async def artifacts() -> AsyncIterator[ArtifactServer]:
 
 
 @pytest.fixture
+def controller_args() -> tuple[str, ...]:
+    """Flags every controller of this directory gets (a conftest further down may add some)."""
+    return ()
+
+
+@pytest.fixture
 async def controller(
-    request: pytest.FixtureRequest, kubeconfig: str, namespace: str, tmp_path: Path
+    request: pytest.FixtureRequest, kubeconfig: str, namespace: str, tmp_path: Path,
+    controller_args: tuple[str, ...],
 ) -> AsyncIterator[ControllerProcess]:
     marker = request.node.get_closest_marker("controller_args")
     process = ControllerProcess(
         kubeconfig=kubeconfig,
         log_path=tmp_path / "controller.log",
         runtime_namespace=namespace,
-        extra_args=tuple(marker.args) if marker else (),
+        extra_args=(*controller_args, *(marker.args if marker else ())),
     )
     await process.start()
     try:

@@ -147,3 +147,10 @@ def format_duration(delta: timedelta) -> str:
     """Format a ``timedelta`` like Go's ``time.Duration.String`` (``90 s`` -> ``1m30s``)."""
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return format_duration_ns(micros * _MICROSECOND)
+
+
+def format_seconds(seconds: float) -> str:
+    """Format an elapsed time measured in float seconds (a monotonic clock's difference) to the nanosecond,
+    as Go's ``time.Since(start).String()``: ``0.265691109`` -> ``265.691109ms`` (a ``timedelta`` would
+    stop at microseconds)."""
+    return format_duration_ns(round(seconds * _SECOND))

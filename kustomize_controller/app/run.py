@@ -311,7 +311,9 @@ def _build_pipeline(settings: Settings, clock: Clock, command: BuilderCommand, s
 
 def _notifier(manager: Manager, settings: Settings, session: aiohttp.ClientSession, clock: Clock) -> Notifier:
     """Kubernetes events, and the notification-controller webhook when ``--events-addr`` names one."""
-    recorder = manager.event_recorder(reporting_controller=CONTROLLER_NAME, reporting_instance=socket.gethostname())
+    # upstream records through client-go's legacy recorder with no host: Events carry an empty
+    # reportingInstance (the webhook payload names the host, as fluxcd/pkg's recorder does)
+    recorder = manager.event_recorder(reporting_controller=CONTROLLER_NAME)
     webhook = None
     if settings.events_addr:
         webhook = WebhookSender(url=settings.events_addr, session=session, clock=clock)

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, NoReturn
 
 import structlog
 
 from kustomize_controller.api.changes import InvalidApprovalModeError, approval_mode
 from kustomize_controller.api.drift import InvalidDriftModeError, drift_mode
-from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.duration import format_duration, format_seconds
 from kustomize_controller.api.meta import Reason
 from kustomize_controller.api.source import Artifact
 from kustomize_controller.apply.cel import CelStatusReaders
@@ -189,7 +188,9 @@ class ApplyStep:
                         tenant_client(ks, client=self._client, options=self._options.tenancy)
                     )
                 except (TenantClientError, KubeError) as err:
-                    self._fail(ctx, Reason.RECONCILIATION_FAILED, f"failed to build kube client: {err}")
+                    # upstream: the condition says what failed, the returned error (event, log) adds where
+                    self._fail(ctx, Reason.RECONCILIATION_FAILED, str(err),
+                               error=f"failed to build kube client: {err}")
                 result = await self._build(ctx, checkout, options)
                 ctx.extra["digest"] = result.digest
                 if result.reused:
@@ -200,9 +201,11 @@ class ApplyStep:
         except OSError as err:
             self._fail(ctx, Reason.DIR_CREATION_FAILED, f"tmp dir error: {err}")
 
-    def _fail(self, ctx: ReconcileContext, reason: str, message: str) -> NoReturn:
+    def _fail(self, ctx: ReconcileContext, reason: str, message: str, *, error: str = "") -> NoReturn:
+        """Ready=False with ``message``; the reconcile fails with ``error`` (the event's and the log's
+        text), ``message`` unless given."""
         ctx.mark_false(READY, reason, message)
-        raise PipelineFailure(message)
+        raise PipelineFailure(error or message)
 
     def _history(self, ctx: ReconcileContext, digest: str, status: str) -> None:
         metadata = {"revision": ctx.revision}
@@ -212,7 +215,7 @@ class ApplyStep:
             ctx.ks.status.history,
             digest=digest,
             now=self._clock.now(),
-            duration=timedelta(seconds=ctx.elapsed()),
+            duration=ctx.elapsed(),
             status=status,
             metadata=metadata,
         )
@@ -487,11 +490,11 @@ class ApplyStep:
             else:
                 await ctx.interrupt.race(waiting)  # HealthCheckCanceledError goes to the reconciler
         except HealthCheckError as err:
-            took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+            took = format_seconds(self._clock.monotonic() - started)
             ctx.mark_false(HEALTHY, Reason.HEALTH_CHECK_FAILED, str(err))
             self._history(ctx, self._current_digest(ctx), Reason.HEALTH_CHECK_FAILED)
             self._fail(ctx, Reason.HEALTH_CHECK_FAILED, f"health check failed after {took}: {err}")
-        took = format_duration(timedelta(seconds=self._clock.monotonic() - started))
+        took = format_seconds(self._clock.monotonic() - started)
         passed = f"Health check passed in {took}"
         if not was_healthy or (is_new_revision and drifted):
             await ctx.event(passed)

@@ -12,9 +12,9 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.duration import format_seconds
 from kustomize_controller.api.meta import Snapshot
 
 MAX_SIZE = 5
@@ -25,7 +25,7 @@ def upsert(
     *,
     digest: str,
     now: datetime,
-    duration: timedelta,
+    duration: float,  # seconds, from a monotonic clock
     status: str,
     metadata: Mapping[str, str],
 ) -> None:
@@ -35,7 +35,7 @@ def upsert(
             updated = entry.model_copy(
                 update={
                     "last_reconciled": timestamp,
-                    "last_reconciled_duration": format_duration(duration),
+                    "last_reconciled_duration": format_seconds(duration),
                     "total_reconciliations": entry.total_reconciliations + 1,
                     "metadata": dict(metadata),
                 }
@@ -50,7 +50,7 @@ def upsert(
                 digest=digest,
                 first_reconciled=timestamp,
                 last_reconciled=timestamp,
-                last_reconciled_duration=format_duration(duration),
+                last_reconciled_duration=format_seconds(duration),
                 last_reconciled_status=status,
                 total_reconciliations=1,
                 metadata=dict(metadata),

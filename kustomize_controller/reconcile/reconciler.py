@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from kustomize_controller.api.duration import format_duration
+from kustomize_controller.api.duration import format_duration, format_seconds
 from kustomize_controller.api.kustomization import API_VERSION, KIND, InvalidKustomizationError, parse_kustomization
 from kustomize_controller.api.meta import FINALIZER, RECONCILE_REQUEST_ANNOTATION, TERMINAL_ERROR_PREFIX, Reason
 from kustomize_controller.apply.cel import build_status_readers, compile_bool_expression
@@ -222,7 +222,7 @@ class KustomizationReconciler:
         if ks.spec.suspend or not conditions.is_true(ks.status.conditions, READY) or ctx.extra.get(PENDING_KEY):
             return  # a held plan already said so (one event per plan)
         message = (
-            f"Reconciliation finished in {format_duration(timedelta(seconds=ctx.elapsed()))}, "
+            f"Reconciliation finished in {format_seconds(ctx.elapsed())}, "
             f"next run in {format_duration(ks.get_interval())}"
         )
         _log.info(message, revision=ks.status.last_attempted_revision)
@@ -357,7 +357,7 @@ class KustomizationReconciler:
                 return quick
             retry = ks.get_retry_interval()
             _log.error(
-                f"Reconciliation failed after {format_duration(timedelta(seconds=ctx.elapsed()))}, "
+                f"Reconciliation failed after {format_seconds(ctx.elapsed())}, "
                 f"next try in {format_duration(retry)}",
                 revision=ctx.revision,
                 error=failure.message,

@@ -8,7 +8,8 @@ Contract:
   service account on that cluster when one is set. ``exec`` credential plugins are refused unless
   ``--insecure-kubeconfig-exec``; ``insecure-skip-tls-verify`` unless ``--insecure-kubeconfig-tls``.
 - ``spec.kubeConfig.configMapRef`` (cloud workload identity) is not supported: a clear error.
-- Errors are ``TenantClientError`` ("failed to build kube client: ..." is added by the reconciler).
+- Errors are ``TenantClientError``; the reconciler adds "failed to build kube client: " to the event and the
+  log, not to the Ready condition (as upstream).
 - Remote clients own a connection pool: ``tenant_client`` is an async context manager that closes it.
 - Secrets are read with the controller's own client (not impersonated), as upstream does.
 - A remote client throttles as the root client does (``kube.flowcontrol``): no client-side limiter when

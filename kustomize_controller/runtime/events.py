@@ -15,7 +15,8 @@ Contract:
   such as "Reconciliation finished in 52ms" never repeat, so the cache is mostly entries that are never
   hit again: they should cost little).
 - Events carry ``source.component`` and ``reportingComponent`` (``reporting_controller``, e.g.
-  ``kustomize-controller``), ``reportingInstance`` (the pod/host identity) and the annotations given.
+  ``kustomize-controller``), ``reportingInstance`` (``reporting_instance``: empty for the controller, as
+  upstream's client-go recorder leaves it) and the annotations given.
   Events go to the involved object's namespace (``default`` for cluster-scoped objects).
 - An API error while sending is logged and the event dropped; ``send`` (the direct path used by
   ``run``) swallows every error but cancellation.

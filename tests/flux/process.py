@@ -21,7 +21,7 @@ import ctypes
 import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,23 @@ _HTTP = aiohttp.ClientTimeout(total=5)
 
 class FluxProcessError(RuntimeError):
     """A Flux controller did not start; the message carries its log's tail."""
+
+
+async def communicate(argv: Sequence[str], *, within: float, stdin: bytes | None = None,
+                      env: Mapping[str, str] | None = None, cwd: Path | None = None) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` to its end: (exit code, stdout, stderr); killed and ``TimeoutError`` after ``within`` s."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=None if env is None else dict(env), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), within)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise TimeoutError(f"{' '.join(argv)}: no exit within {within}s") from None
+    assert proc.returncode is not None
+    return proc.returncode, out, err
 
 
 def free_port() -> int:
@@ -56,6 +73,7 @@ class FluxProcess:
     env: dict[str, str] = field(default_factory=dict)
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
+    urls: dict[str, str] = field(default_factory=dict)  # what it serves besides metrics/health, by name
     _proc: asyncio.subprocess.Process | None = None
 
     @property

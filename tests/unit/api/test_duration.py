@@ -12,6 +12,7 @@ from kustomize_controller.api.duration import (
     DurationError,
     format_duration,
     format_duration_ns,
+    format_seconds,
     parse_duration,
     parse_duration_ns,
 )
@@ -139,6 +140,16 @@ def test_go_grammar_errors_read_like_go(text: str, message: str) -> None:
 )
 def test_format_like_go(ns: int, text: str) -> None:
     assert format_duration_ns(ns) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.265691109, "265.691109ms"), (1.000000001, "1.000000001s"), (90.5, "1m30.5s"), (0.0000042, "4.2µs"),
+     (0.0, "0s")],
+)
+def test_format_seconds_to_the_nanosecond(seconds: float, text: str) -> None:
+    # upstream's "Reconciliation finished in 265.691109ms": time.Since(start).String()
+    assert format_seconds(seconds) == text
 
 
 def test_format_timedelta() -> None:

@@ -50,7 +50,7 @@ def test_unknown_mode_is_an_error_not_a_fallback(value: str) -> None:
 def history(*entries: tuple[str, str]) -> list[Snapshot]:
     out: list[Snapshot] = []
     for i, (digest, status) in enumerate(entries):
-        upsert(out, digest=digest, now=T + timedelta(minutes=i), duration=timedelta(seconds=1), status=status,
+        upsert(out, digest=digest, now=T + timedelta(minutes=i), duration=1.0, status=status,
                metadata={})
     return out
 

@@ -7,7 +7,7 @@ T = datetime(2026, 5, 1, 12, 0, 0, 900_000, tzinfo=UTC)
 
 
 def add(history: list[Snapshot], digest: str, status: str = "ReconciliationSucceeded", minutes: int = 0) -> None:
-    upsert(history, digest=digest, now=T + timedelta(minutes=minutes), duration=timedelta(seconds=1.5),
+    upsert(history, digest=digest, now=T + timedelta(minutes=minutes), duration=1.5,
            status=status, metadata={"revision": f"rev-{digest}"})
 
 
@@ -56,3 +56,9 @@ def test_entries_are_never_changed_in_place_so_a_list_copy_is_a_snapshot() -> No
     add(history, "sha256:new", status="HealthCheckFailed", minutes=12)
     assert [h.model_dump() for h in snapshot] == dumped
     assert history[2].digest == "sha256:2" and history[2].total_reconciliations == 2
+
+
+def test_duration_is_recorded_to_the_nanosecond_as_go_prints_it() -> None:
+    history: list[Snapshot] = []
+    upsert(history, digest="sha256:a", now=T, duration=0.265691109, status="ReconciliationSucceeded", metadata={})
+    assert history[0].last_reconciled_duration == "265.691109ms"

@@ -145,3 +145,36 @@ async def test_webhook_event_without_metadata_has_no_metadata_key() -> None:
     assert sender.events[1]["metadata"] == {"kustomize.toolkit.fluxcd.io/revision": "main@sha1:1"}
     assert list(sender.events[1]) == ["involvedObject", "severity", "timestamp", "message", "reason", "metadata",
                                       "reportingController", "reportingInstance"]
+
+
+async def test_webhook_429_is_a_duplicate_accepted_and_not_retried() -> None:
+    # notification-controller answers 429 to an event it has seen within its rate-limit interval
+    received: list[dict[str, Any]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.Response(status=429)
+
+    app = web.Application()
+    app.router.add_post("/", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    clock = FakeClock()
+    async with aiohttp.ClientSession() as session:
+        sender = WebhookSender(url=f"http://127.0.0.1:{port}/", session=session, clock=clock)
+        task = asyncio.create_task(sender.run())
+        sender.submit({"message": "one"})
+        sender.submit({"message": "two"})
+        for _ in range(3000):  # real sockets: bounded by 30 s of real time
+            if len(received) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await clock.advance(60.0)  # a retry would have been due by now
+        await asyncio.sleep(0.2)
+        task.cancel()
+    await runner.cleanup()
+    assert [r["message"] for r in received] == ["one", "two"]
+    assert not clock.pending_sleepers
