@@ -5,7 +5,8 @@ until it is gone (``wait_interval`` / ``wait_timeout``) and dry-runs it again; r
 in apply order. ``_write_all`` then writes every planned object in apply order, one kind after the other
 (the kind order is what the stages' sort order is for: a Role before its RoleBinding, a ServiceAccount
 before the Deployment that uses it); the objects of one kind — a run of the apply order, sorted by
-namespace and name only — are written ``concurrency`` at a time. ``_write`` sends the cleanup patch a plan
+namespace and name only — are written ``concurrency`` at a time when there are at least
+``WRITE_MIN_OBJECTS`` of them, one at a time otherwise. ``_write`` sends the cleanup patch a plan
 needs, then the server-side apply of the desired object (ignored drifting paths stripped or adopted),
 and remembers the answer as verified.
 
@@ -15,7 +16,8 @@ previous kinds, and the objects of its own kind that were written, in apply orde
 ``<Kind/ns/name> immutable field detected, ...``, ``<Kind/ns/name> metadata.managedFields cleanup
 failed: ...``, ``<Kind/ns/name> apply failed: ...`` (``ApplyFailedError``: refused or maybe stored).
 Upstream writes one object at a time; the difference is only in how many are in flight (the order of
-the kinds, the change set, the events and the inventory are the same).
+the kinds, the change set, the events and the inventory are the same), and for a kind of
+``WRITE_MIN_OBJECTS`` or more objects only.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ from kustomize_controller.apply.objects import ObjRef, deep_copy
 from kustomize_controller.apply.options import ApplyOptions
 from kustomize_controller.apply.plan import Plan, Planning, dry_run_error_message, error_text
 from kustomize_controller.kube.errors import ApiError, KubeError, NotFoundError
+
+# Fewer writes of one kind than this go one at a time, as upstream: a Kustomization of a few objects of a
+# kind gains little from concurrent writes, and a failure then leaves what it leaves upstream (nothing after
+# the failed object written, an approval not consumed by a retry that wrote nothing).
+WRITE_MIN_OBJECTS = 16
 
 
 class Writing(Planning):
@@ -74,8 +81,10 @@ class Writing(Planning):
             await self._write_kind(list(run), done)
 
     async def _write_kind(self, run: list[Plan], done: ChangeSet) -> None:
-        """The writes of one kind, ``concurrency`` at a time; none starts after one failed."""
-        gate = asyncio.Semaphore(self.concurrency)
+        """The writes of one kind, ``concurrency`` at a time when there are at least ``WRITE_MIN_OBJECTS``
+        of them, else one at a time (upstream's order, so a failure leaves exactly what it leaves
+        upstream); none starts after one failed."""
+        gate = asyncio.Semaphore(self.concurrency if len(run) >= WRITE_MIN_OBJECTS else 1)
         failures: dict[int, ApplyEngineError] = {}
         written: list[bool] = [False] * len(run)
 

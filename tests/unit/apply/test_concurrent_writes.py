@@ -11,6 +11,7 @@ import pytest
 
 from kustomize_controller.apply.errors import ApplyFailedError
 from kustomize_controller.apply.manager import ApplyOptions, ResourceManager
+from kustomize_controller.apply.write import WRITE_MIN_OBJECTS
 from kustomize_controller.kube.errors import InvalidError
 from kustomize_controller.runtime.clock import FakeClock
 from tests.unit.apply.fakes import FakeClient, cm
@@ -49,41 +50,56 @@ class HeldWrites(FakeClient):
 async def test_one_kind_is_written_concurrency_at_a_time() -> None:
     client = HeldWrites()
     rm = ResourceManager(client=client, clock=FakeClock(), concurrency=3)
-    task = asyncio.create_task(rm.apply_all_staged([cm(f"cm-{i}") for i in range(7)], ApplyOptions()))
+    names = [f"cm-{i:02}" for i in range(WRITE_MIN_OBJECTS)]
+    task = asyncio.create_task(rm.apply_all_staged([cm(n) for n in names], ApplyOptions()))
     await until(lambda: len(client.in_flight) == 3)
     await settle()
-    assert client.in_flight == ["ConfigMap/cm-0", "ConfigMap/cm-1", "ConfigMap/cm-2"]
+    assert client.in_flight == ["ConfigMap/cm-00", "ConfigMap/cm-01", "ConfigMap/cm-02"]
     client.release.set()
     change_set = await task
     assert client.most == 3
-    assert [e.ref.name for e in change_set] == [f"cm-{i}" for i in range(7)]  # the apply order
+    assert [e.ref.name for e in change_set] == names  # the apply order
+
+
+async def test_fewer_than_the_threshold_are_written_one_at_a_time_as_upstream() -> None:
+    client = HeldWrites()
+    client.release.set()
+    client.faults[("apply", "cm-02", False)] = InvalidError("denied by webhook", status=422)
+    rm = ResourceManager(client=client, clock=FakeClock(), concurrency=4)
+    with pytest.raises(ApplyFailedError) as info:
+        await rm.apply_all_staged([cm(f"cm-{i:02}") for i in range(WRITE_MIN_OBJECTS - 1)], ApplyOptions())
+    assert client.most == 1
+    assert [e.ref.name for e in info.value.change_set] == ["cm-00", "cm-01"]
+    assert client.order == ["ConfigMap/cm-00", "ConfigMap/cm-01", "ConfigMap/cm-02"]  # none after the failed one
 
 
 async def test_the_next_kind_waits_for_every_write_of_the_one_before() -> None:
     client = HeldWrites()
     rm = ResourceManager(client=client, clock=FakeClock(), concurrency=4)
-    objects = [cm(f"cm-{i}") for i in range(5)] + [sa("a"), sa("b")]  # ServiceAccounts come first
+    objects = [cm(f"cm-{i:02}") for i in range(WRITE_MIN_OBJECTS)] + [sa(f"a{i:02}") for i in range(WRITE_MIN_OBJECTS)]
     task = asyncio.create_task(rm.apply_all_staged(objects, ApplyOptions()))
-    await until(lambda: len(client.in_flight) == 2)
+    await until(lambda: len(client.in_flight) == 4)  # ServiceAccounts come first
     await settle()
-    assert client.in_flight == ["ServiceAccount/a", "ServiceAccount/b"]
+    assert client.in_flight == [f"ServiceAccount/a{i:02}" for i in range(4)]
     client.release.set()
     await task
-    assert [name.split("/")[0] for name in client.order] == ["ServiceAccount"] * 2 + ["ConfigMap"] * 5
+    assert [name.split("/")[0] for name in client.order] == (["ServiceAccount"] * WRITE_MIN_OBJECTS
+                                                             + ["ConfigMap"] * WRITE_MIN_OBJECTS)
 
 
 async def test_a_failed_write_starts_no_other_and_reports_the_first_in_apply_order() -> None:
     client = HeldWrites()
     client.release.set()
-    client.faults[("apply", "cm-2", False)] = InvalidError("denied by webhook", status=422)
-    client.faults[("apply", "cm-3", False)] = InvalidError("denied too", status=422)
+    client.faults[("apply", "cm-02", False)] = InvalidError("denied by webhook", status=422)
+    client.faults[("apply", "cm-03", False)] = InvalidError("denied too", status=422)
     rm = ResourceManager(client=client, clock=FakeClock(), concurrency=2)
     with pytest.raises(ApplyFailedError) as info:
-        await rm.apply_all_staged([sa("runner")] + [cm(f"cm-{i}") for i in range(8)], ApplyOptions())
-    assert str(info.value) == "ConfigMap/default/cm-2 apply failed: denied by webhook"
+        await rm.apply_all_staged([sa("runner")] + [cm(f"cm-{i:02}") for i in range(WRITE_MIN_OBJECTS)],
+                                  ApplyOptions())
+    assert str(info.value) == "ConfigMap/default/cm-02 apply failed: denied by webhook"
     written = [e.ref.name for e in info.value.change_set]
-    assert written[:3] == ["runner", "cm-0", "cm-1"]
-    # at most the writes already in flight when cm-2 failed finish after it; none of the rest starts
-    assert set(written[3:]) <= {"cm-3", "cm-4"}
-    assert not {f"cm-{i}" for i in range(5, 8)} & set(client.order)
+    assert written[:3] == ["runner", "cm-00", "cm-01"]
+    # at most the writes already in flight when cm-02 failed finish after it; none of the rest starts
+    assert set(written[3:]) <= {"cm-03", "cm-04"}
+    assert not {f"cm-{i:02}" for i in range(5, WRITE_MIN_OBJECTS)} & set(client.order)
     assert written == [e.ref.name for e in info.value.change_set]  # in apply order
