@@ -20,6 +20,8 @@ teardown fails), at the end of the session after a bounded wait on a real cluste
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
+import gc
 import json
 import os
 import secrets
@@ -136,6 +138,22 @@ async def _create_namespace(handle: ClusterHandle) -> None:
             raise RuntimeError(f"Namespace/{handle.namespace}: create failed: {await resp.text()}")
 
 
+async def _sockets_closed(*, within: float) -> None:
+    """Wait (at most ``within`` seconds) until no TLS socket of this loop is still open: the clients are
+    closed by now, and what is left is finishing its TLS shutdown, or an abort whose socket is closed on
+    the loop's next turn (aiohttp aborts TLS connections on close: a loop that ends at once leaks them)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    await asyncio.sleep(0.05)
+    while loop.time() < deadline:
+        if not any(isinstance(o, asyncio.Transport) and getattr(o, "_loop", None) is loop
+                   and getattr(o, "_sock", None) is not None
+                   and isinstance(getattr(o, "_protocol", None), asyncio.sslproto.SSLProtocol)
+                   for o in gc.get_objects()):
+            return
+        await asyncio.sleep(0.05)
+
+
 async def _real_cluster(kubeconfig: str, namespace: str) -> ClusterHandle:
     from kubernetes_asyncio import client, config
 
@@ -169,7 +187,9 @@ def leak_tracker() -> Iterator[leakcheck.LeakTracker]:
 
 
 async def _leftovers(kubeconfig: str, tracker: leakcheck.LeakTracker) -> list[str]:
-    return await tracker.leftovers(await _real_cluster(kubeconfig, ""))
+    lines = await tracker.leftovers(await _real_cluster(kubeconfig, ""))
+    await _sockets_closed(within=5.0)  # before asyncio.run closes the loop
+    return lines
 
 
 @pytest.fixture(scope="session")
@@ -191,6 +211,7 @@ async def _delete_crds(kubeconfig: str, names: list[str]) -> None:
         for name in names:
             async with http.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"):
                 pass
+    await _sockets_closed(within=5.0)  # before asyncio.run closes the loop
 
 
 async def _delete_namespace(handle: ClusterHandle) -> None:
@@ -215,9 +236,11 @@ async def cluster(request: pytest.FixtureRequest, crd_documents: list[dict[str, 
             left = await leakcheck.snapshot(handle)
             leak_tracker.record(request.node.nodeid, (left - before) | {("Namespace", namespace)})
             # a closed session's TLS connections finish their shutdown (close_notify, then the server's EOF) on
-            # the loop; the embedded server cuts them when it stops, a real one needs these turns before the
-            # test's loop closes, or the transports are collected unclosed (ResourceWarning) in a later test
-            await asyncio.sleep(0.2)
+            # the loop — also one whose request was cancelled during its handshake, which asyncio shuts down
+            # gracefully (up to 30 s); the embedded server cuts them when it stops, a real one needs these
+            # turns before the test's loop closes, or the sockets are collected unclosed (ResourceWarning) in
+            # a later test. A fixed 0.2 s was not always enough on a loaded machine.
+            await _sockets_closed(within=5.0)
         return
     async with ApiServer() as server:
         handle = ClusterHandle(kubeconfig_path=server.kubeconfig_path, url=server.url, token=server.token,
