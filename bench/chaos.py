@@ -30,7 +30,7 @@ import functools
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,13 +61,7 @@ class ChaosPlan:
 
     def schedule(self) -> list[tuple[float, str]]:
         """The faults, ``(seconds after the chaos starts, kind)``, from the seed alone."""
-        rng = random.Random(self.seed)
-        out: list[tuple[float, str]] = []
-        at = rng.expovariate(1 / self.fault_every)
-        while at < self.duration:
-            out.append((at, rng.choice(FAULTS)))
-            at += rng.expovariate(1 / self.fault_every)
-        return out
+        return fault_schedule(self.seed, every=self.fault_every, duration=self.duration, faults=FAULTS)
 
 
 def expected_objects(i: int, rev: int) -> dict[tuple[str, str], dict[str, str]]:
@@ -275,3 +269,15 @@ async def chaos(plan: ChaosPlan, *, workdir: Path, flags: list[str], into: dict[
     m: dict[str, float] = into if into is not None else {}
     await Chaos(plan, Path(tempfile.mkdtemp(prefix="chaos-", dir=workdir)), flags).run(m)
     return m
+
+
+def fault_schedule(seed: int, *, every: float, duration: float, faults: Sequence[str]) -> list[tuple[float, str]]:
+    """Faults at exponential gaps of mean ``every`` over ``duration`` seconds, each drawn from ``faults``:
+    ``(seconds after the chaos starts, kind)``, from the seed alone (the chaos scenario and the soak)."""
+    rng = random.Random(seed)
+    out: list[tuple[float, str]] = []
+    at = rng.expovariate(1 / every)
+    while at < duration:
+        out.append((at, rng.choice(faults)))
+        at += rng.expovariate(1 / every)
+    return out

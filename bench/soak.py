@@ -60,7 +60,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.chaos import Divergence, app_files, converge, diverged, expected_objects, retrying
+from bench.chaos import Divergence, app_files, converge, diverged, expected_objects, fault_schedule, retrying
 from bench.procs import ControllerProcess, cpu_seconds
 from bench.soak_audit import (
     Approval,
@@ -125,13 +125,7 @@ class SoakPlan:
 
     def schedule(self) -> list[tuple[float, str]]:
         """The faults, ``(seconds after the chaos starts, kind)``, from the seed alone."""
-        rng = random.Random(self.seed)
-        out: list[tuple[float, str]] = []
-        at = rng.expovariate(1 / self.fault_every)
-        while at < self.duration:
-            out.append((at, rng.choice(FAULTS)))
-            at += rng.expovariate(1 / self.fault_every)
-        return out
+        return fault_schedule(self.seed, every=self.fault_every, duration=self.duration, faults=FAULTS)
 
 
 def soak_kustomization(i: int, group: str) -> dict[str, Any]:
