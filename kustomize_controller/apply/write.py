@@ -15,9 +15,10 @@ failure in apply order is raised, carrying as its change set everything written 
 previous kinds, and the objects of its own kind that were written, in apply order:
 ``<Kind/ns/name> immutable field detected, ...``, ``<Kind/ns/name> metadata.managedFields cleanup
 failed: ...``, ``<Kind/ns/name> apply failed: ...`` (``ApplyFailedError``: refused or maybe stored).
-Upstream writes one object at a time; the difference is only in how many are in flight (the order of
-the kinds, the change set, the events and the inventory are the same), and for a kind of
-``WRITE_MIN_OBJECTS`` or more objects only.
+Upstream writes one object at a time; the difference, for a kind of ``WRITE_MIN_OBJECTS`` or more
+objects only, is how many are in flight: the order of the kinds is the same, and so are the change set,
+events and inventory of a successful apply; after a failed write they may list objects of its kind that
+come after it in apply order (docs/differences.md).
 """
 
 from __future__ import annotations
