@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -33,15 +32,11 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from tests.processes import die_with_parent_gently, free_port, terminate
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def bench_env() -> dict[str, str]:
@@ -158,33 +153,12 @@ class ChildSampler:
             self._task = None
 
 
-async def _terminate(proc: asyncio.subprocess.Process, *, grace: float) -> None:
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the benchmark driver dies (no orphans left behind)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _pinned(cpus: frozenset[int] | None) -> Callable[[], None]:
     """The child's preexec: die with the parent and, with ``cpus``, run only on those CPUs (the controller
     and the builds it starts inherit the affinity, so it sees as many CPUs as a Deployment limited to that
     many would)."""
     def preexec() -> None:
-        _die_with_parent()
+        die_with_parent_gently()
         if cpus:
             os.sched_setaffinity(0, cpus)
 
@@ -210,7 +184,7 @@ class ApiServerProcess:
             sys.executable, "-m", "kustomize_controller.testing.apiserver", "--port", "0",
             "--kubeconfig-out", self.kubeconfig, "--simulate-workloads", "--history-size", "200000",
             *self.extra_args, stdout=asyncio.subprocess.PIPE, stderr=log, env=bench_env(), cwd=str(REPO_ROOT),
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent_gently,
         )
         log.close()
         assert self.proc.stdout is not None
@@ -229,7 +203,7 @@ class ApiServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self.proc is not None:
-            await _terminate(self.proc, grace=10)
+            await terminate(self.proc, grace=10)
 
 
 class ControllerProcess:
@@ -322,7 +296,7 @@ class ControllerProcess:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.proc.wait(), 60)
         if graceful:
-            await _terminate(self.proc, grace=40)
+            await terminate(self.proc, grace=40)
         elif self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
@@ -390,7 +364,7 @@ async def profiled(pid: int, out: Path | None) -> AsyncIterator[None]:
     py_spy = str(Path(sys.executable).parent / "py-spy")
     proc = await asyncio.create_subprocess_exec(
         py_spy, "record", "--rate", "200", "--format", "raw", "--nonblocking", "--pid", str(pid), "-o", str(out),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent_gently,
     )
     try:
         await asyncio.sleep(0.5)  # py-spy attaches
@@ -400,7 +374,7 @@ async def profiled(pid: int, out: Path | None) -> AsyncIterator[None]:
             proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT and detaches
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), 30)
-        await _terminate(proc, grace=5)
+        await terminate(proc, grace=5)
 
 
 # what the scenarios read from a controller while it runs (requests, reconciles, downloads, builds)

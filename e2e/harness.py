@@ -10,13 +10,10 @@ names what it waited for and what it last saw.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shlex
 import shutil
-import signal
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +26,7 @@ from prometheus_client.samples import Sample
 
 from kustomize_controller.kube.client import KubeClient
 from kustomize_controller.testing.artifacts import ArtifactFields, ArtifactServer, publish_source
+from tests.processes import free_port, read_log, terminate, wait_ready
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)
@@ -38,13 +36,6 @@ T = TypeVar("T")
 
 class E2EError(AssertionError):
     """A harness step failed; the message says which and what was seen."""
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the controller binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def kubectl_binary() -> str:
@@ -200,10 +191,7 @@ class ControllerProcess:
         ]
 
     def logs(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     async def start(self, *, ready_within: float = 60.0) -> None:
         """Start the process and wait for ``/readyz`` to answer 200; on failure the error has the logs."""
@@ -213,26 +201,9 @@ class ControllerProcess:
                 *self.argv(), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=REPO_ROOT
             )
 
-        proc = self._proc
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ready_within
-        last: object = None
-        while True:
-            if proc.returncode is not None:
-                failure = f"controller exited with {proc.returncode} before it was ready"
-                break
-            try:
-                async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http, \
-                        http.get(f"{self.health_url}/readyz") as resp:
-                    if resp.status == 200:
-                        return
-                    last = f"{resp.status} {await resp.text()}"
-            except (aiohttp.ClientError, TimeoutError) as err:
-                last = err
-            if loop.time() >= deadline:
-                failure = f"controller not ready within {ready_within}s; last /readyz: {last!r}"
-                break
-            await asyncio.sleep(0.2)
+        failure = await wait_ready(self._proc, f"{self.health_url}/readyz", within=ready_within, name="controller")
+        if not failure:
+            return
         await self.stop()
         raise E2EError(f"{failure}: {shlex.join(self.argv())}\n--- controller logs ---\n{self.logs()}")
 
@@ -241,17 +212,9 @@ class ControllerProcess:
         proc = self._proc
         if proc is None:
             return self.exit_code
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                with self.log_path.open("a") as log:
-                    log.write(f"\n[e2e] controller did not exit within {grace}s of SIGTERM; killed\n")
+        if await terminate(proc, grace=grace):
+            with self.log_path.open("a") as log:
+                log.write(f"\n[e2e] controller did not exit within {grace}s of SIGTERM; killed\n")
         self.exit_code = proc.returncode
         return self.exit_code
 

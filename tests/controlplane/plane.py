@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -47,6 +45,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+from tests.processes import die_with_parent, free_port
 
 from .pki import FRONT_PROXY_USER, Pki, make_pki
 
@@ -79,17 +79,6 @@ def missing_assets(assets: str | os.PathLike[str] | None) -> str:
     return ""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 @dataclass
 class _Proc:
     name: str
@@ -100,7 +89,7 @@ class _Proc:
     def start(self, env: dict[str, str]) -> None:
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                                          preexec_fn=_die_with_parent)
+                                          preexec_fn=die_with_parent)
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

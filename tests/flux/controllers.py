@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.processes import free_port
+
 from . import assets
-from .process import FluxProcess, free_port
+from .process import FluxProcess
 
 
 def source_controller(*, kubeconfig: Path | str, workdir: Path, namespace: str = "flux-system",

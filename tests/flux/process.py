@@ -16,19 +16,12 @@ also gets SIGKILL should the process that started it die (``PR_SET_PDEATHSIG``),
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
-import signal
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
-
-_PR_SET_PDEATHSIG = 1
-_HTTP = aiohttp.ClientTimeout(total=5)
+from tests.processes import die_with_parent, free_port, read_log, terminate, wait_ready
 
 
 class FluxProcessError(RuntimeError):
@@ -50,17 +43,6 @@ async def communicate(argv: Sequence[str], *, within: float, stdin: bytes | None
         raise TimeoutError(f"{' '.join(argv)}: no exit within {within}s") from None
     assert proc.returncode is not None
     return proc.returncode, out, err
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -93,10 +75,7 @@ class FluxProcess:
                 f"--health-addr=127.0.0.1:{self.health_port}", "--log-encoding=json", *self.args]
 
     def logs(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     async def start(self, *, ready_within: float = 60.0) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
@@ -105,26 +84,11 @@ class FluxProcess:
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv(), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                preexec_fn=_die_with_parent)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ready_within
-        last: object = None
-        while True:
-            if self._proc.returncode is not None:
-                failure = f"{self.name} exited with {self._proc.returncode} before it was ready"
-                break
-            try:
-                async with aiohttp.ClientSession(timeout=_HTTP) as http, \
-                        http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
-                    if resp.status == 200:
-                        return
-                    last = resp.status
-            except (aiohttp.ClientError, TimeoutError) as err:
-                last = err
-            if loop.time() >= deadline:
-                failure = f"{self.name} not ready within {ready_within}s (last /readyz: {last!r})"
-                break
-            await asyncio.sleep(0.2)
+                preexec_fn=die_with_parent)
+        failure = await wait_ready(self._proc, f"http://127.0.0.1:{self.health_port}/readyz", within=ready_within,
+                                   name=self.name)
+        if not failure:
+            return
         await self.stop()
         tail = "\n".join(self.logs().splitlines()[-40:])
         raise FluxProcessError(f"{failure}\n--- {self.log_path} ---\n{tail}")
@@ -133,13 +97,5 @@ class FluxProcess:
         proc = self._proc
         if proc is None:
             return None
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        await terminate(proc, grace=grace)
         return proc.returncode
