@@ -48,6 +48,24 @@ def kind_of(event: dict[str, Any]) -> str:
     return f"{verb}{dry} {resource}{sub}"
 
 
+# The other clients of the API server, as the bench reports them: the controller manager (its controllers use
+# service accounts of kube-system, as ``--use-service-account-credentials`` makes them), the API server itself,
+# and everyone else (the bench's driver: the workload, its watch on the Kustomizations).
+OTHERS = ("kube-controller-manager", "kube-apiserver", "others")
+_COMPLETE = b'"stage":"ResponseComplete"'
+
+
+def other_client(line: bytes) -> str:
+    """Which of :data:`OTHERS` made the request on this audit line (read from the bytes, not parsed)."""
+    start = line.find(b'"username":"')
+    name = line[start + 12:line.find(b'"', start + 12)] if start >= 0 else b""
+    if name.startswith((b"system:serviceaccount:kube-system:", b"system:kube-controller-manager")):
+        return OTHERS[0]
+    if name == b"system:apiserver":
+        return OTHERS[1]
+    return OTHERS[2]
+
+
 class AuditLog:
     """Reads the requests of ``users`` from the audit log at ``path``, one stretch at a time.
 
@@ -64,7 +82,9 @@ class AuditLog:
         self._offset = 0
 
     def take(self) -> dict[str, Requests]:
-        out = {user: Requests() for user in self.users}
+        """Per user of ``users``, and under :data:`OTHERS` the totals of every other client (by
+        :func:`other_client`), not broken down: what the API server served besides the controller."""
+        out = {user: Requests() for user in [*self.users, *OTHERS]}
         try:
             with self.path.open("rb") as f:
                 f.seek(self._offset)
@@ -78,6 +98,9 @@ class AuditLog:
                 if needle in line:
                     self._count(out[user], json.loads(line))
                     break
+            else:
+                if _COMPLETE in line:  # a watch of another client once, when it ends
+                    out[other_client(line)].total += 1
         return out
 
     def _count(self, into: Requests, event: dict[str, Any]) -> None:

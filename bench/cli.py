@@ -155,7 +155,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--upstream-flags", default="", help="more flags for upstream's controller")
     s.add_argument("--phases", default=None,
                    help="only these phases of each scenario, the later ones left out, e.g. cold (10,000) or "
-                        "cold,one_app (the monorepo: upstream's round of 1,000 apps costs it ~N² work); default all")
+                        "cold,one_app (the monorepo: upstream's round of 1,000 apps costs it ~N² work); an item "
+                        "SCENARIO@SIZE:phase is for that scenario and size only (cold@10000:cold); default all")
     s.add_argument("--sops-size", type=int, default=None, help="Kustomizations of 10 SOPS Secrets each (100)")
     s.add_argument("--starvation-size", type=int, default=None, help="healthy Kustomizations behind 8 broken (100)")
     s.add_argument("--chain-depth", type=int, default=None, help="Kustomizations in the dependency chain (20)")

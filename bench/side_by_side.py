@@ -117,10 +117,23 @@ async def run(p: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
     return results
 
 
+def phases_for(spec: list[str] | None, scenario: str, size: int) -> list[str] | None:
+    """The phases ``--phases`` asks of ``scenario`` at ``size`` (None: all). An item ``SCENARIO@SIZE:phase``
+    speaks of that scenario at that size only, and where there is one, only those items do; a plain ``phase``
+    of every other scenario and size. So one run can leave out the later rounds of 10,000 Kustomizations
+    (``cold@10000:cold``) and keep those of 100 and 1,000."""
+    if not spec:
+        return None
+    scoped = [item.split(":", 1)[1] for item in spec if item.startswith(f"{scenario}@{size}:")]
+    if scoped:
+        return scoped
+    return [item for item in spec if ":" not in item] or None
+
+
 async def _one(cfg: Config, p: dict[str, Any], scenario: str, size: int, contender: Contender, m: Metrics,
                body: Callable[[Lab, Contender, Metrics], Awaitable[None]]) -> None:
     async with lab(p["cluster"], cfg, f"{scenario}-{size}-{contender.label()}", (contender.user,),
-                   phases=p.get("phases")) as lb:
+                   phases=phases_for(p.get("phases"), scenario, size)) as lb:
         await body(lb, contender, m)
 
 

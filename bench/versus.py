@@ -24,7 +24,8 @@ no controller's private metrics decide when a round is done); the controller's C
 (``procs.tree_cpu_seconds``: our kustomize builds; upstream builds in-process); the CPU of the API server,
 etcd and the controller manager (``/proc`` of their processes); the controller's API requests, by kind,
 from the audit log (elsewhere from its own ``rest_client_requests_total``, by method, which both export);
-and for the run, the controller's peak RSS (``VmHWM``) and the peak of its whole tree's RSS (sampled).
+and for the run, the controller's peak RSS (``VmHWM``) and two peaks of its whole tree (sampled): the RSS
+summed over its processes, and its memory with each page once (``procs.tree_memory_mib``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.audit import AuditLog, Requests
+from bench.audit import OTHERS, AuditLog, Requests
 from bench.procs import (
     ApiServerProcess,
     ControllerProcess,
@@ -49,6 +50,7 @@ from bench.procs import (
     requests_by_method,
     scrape,
     tree_cpu_seconds,
+    tree_memory_mib,
     tree_rss_mib,
 )
 from bench.scenarios import Config, Metrics
@@ -216,6 +218,7 @@ class Running:
         self.metrics_url = ""
         self.spawned = 0.0
         self.tree_peak_mib = 0.0
+        self.tree_memory_peak_mib = 0.0
         self.max_children = 0
         self._ours: ControllerProcess | None = None
         self._upstream: FluxProcess | None = None
@@ -260,6 +263,7 @@ class Running:
     async def _sample(self) -> None:
         while True:
             self.tree_peak_mib = max(self.tree_peak_mib, tree_rss_mib(self.pid))
+            self.tree_memory_peak_mib = max(self.tree_memory_peak_mib, tree_memory_mib(self.pid))
             self.max_children = max(self.max_children, len(descendants(self.pid)))
             await asyncio.sleep(0.25)
 
@@ -274,6 +278,7 @@ class Running:
             if peak:
                 self.m["peak_rss_mib"] = peak
             self.m["tree_peak_rss_mib"] = self.tree_peak_mib
+            self.m["tree_peak_memory_mib"] = self.tree_memory_peak_mib
             self.m["max_children"] = float(self.max_children)
         if self._ours is not None:
             await self._ours.stop()
@@ -329,7 +334,10 @@ class Running:
             own.total += delta
             own.by_kind[method.lower()] += delta
         if self.lab.site.audit is not None:
-            requests = self.lab.site.audit.take()[self.contender.user]
+            stretch = self.lab.site.audit.take()
+            requests = stretch[self.contender.user]
+            for other in OTHERS:  # what else the API server served in the phase (the breakdown at 10,000)
+                m[f"{key}.plane_requests.{other}"] = float(stretch[other].total)
             # a cross-check of the audit log (whose buffer could drop events) against what the controller counted
             m[f"{key}.requests_self_reported"] = float(own.total)
         else:

@@ -4,8 +4,10 @@ One table per ``--concurrent`` setting. A row is one phase of one scenario; each
 ``ours / upstream (ours ÷ upstream)``, the medians over the rounds. Wall seconds; the controller's CPU
 seconds with all its descendants; the API server's and etcd's CPU seconds together; the controller's API
 requests per Kustomization (per object in ``big``, per revision in ``latency``); its peak RSS (on the
-scenario's first row: a run has one): the main process's ``VmHWM``, and the largest sum over the process
-and its children seen by a sampler every 0.25 s (our kustomize builders; upstream builds in-process). The
+scenario's first row: a run has one): the main process's ``VmHWM``, and two peaks over the process and its
+children seen by a sampler every 0.25 s (our kustomize builders; upstream builds in-process): the sum of
+their RSS, which counts the builders' shared binary once per builder, and their memory with each page once
+(the main process's RSS plus the children's PSS, ``procs.tree_memory_mib``). The
 ``big`` scenario adds the ``kubectl kustomize | kubectl apply --server-side`` reference of the same directory,
 and each controller's cold start and no-op round divided by it. ``render`` adds the machine, every metric
 side by side and the failed runs.
@@ -81,6 +83,9 @@ COLUMNS = (("wall s", "seconds"), ("controller CPU s", "cpu_s"), ("API server + 
            ("requests / Ks", "requests_per_ks"))
 
 
+MEMORY = ("peak_rss_mib", "tree_peak_rss_mib", "tree_peak_memory_mib")
+
+
 def tables(data: dict[str, Any]) -> list[str]:
     table = collect(data["results"])
     settings = sorted({k[2] for k in table if k[3] != "kubectl"})
@@ -88,8 +93,8 @@ def tables(data: dict[str, Any]) -> list[str]:
     for concurrent in settings:
         lines += ["", f"#### `--concurrent {concurrent}`: ours / upstream (ours ÷ upstream), medians", "",
                   "| scenario | phase | " + " | ".join(label for label, _ in COLUMNS)
-                  + " | peak RSS MiB | peak RSS MiB, with children |",
-                  "| --- | --- | " + " | ".join("---" for _ in COLUMNS) + " | --- | --- |"]
+                  + " | peak RSS MiB | with children: RSS summed | with children: each page once |",
+                  "| --- | --- | " + " | ".join("---" for _ in COLUMNS) + " | --- | --- | --- |"]
         keys = sorted({(k[0], k[1]) for k in table if k[2] == concurrent},
                       key=lambda k: (SCENARIO_ORDER.index(k[0]) if k[0] in SCENARIO_ORDER else 99, k[1]))
         for scenario, size in keys:
@@ -110,12 +115,12 @@ def _rows(table: dict[tuple[str, int, int, str], Group], scenario: str, size: in
     rows = []
     for k, phase in enumerate(phases):
         cells = [pair(_med(ours, f"{phase}.{metric}"), _med(upstream, f"{phase}.{metric}")) for _, metric in COLUMNS]
-        rss = [pair(_med(ours, m), _med(upstream, m)) if k == 0 else "" for m in ("peak_rss_mib", "tree_peak_rss_mib")]
+        rss = [pair(_med(ours, m), _med(upstream, m)) if k == 0 else "" for m in MEMORY]
         rows.append(f"| {title if k == 0 else ''} | {PHASES.get(phase, phase)} | " + " | ".join(cells + rss) + " |")
     if scenario == "latency":
         for q in ("p50", "p99"):
             cell = pair(_med(ours, f"latency.ready_{q}_ms"), _med(upstream, f"latency.ready_{q}_ms"))
-            rows.append(f"| | revision → Ready, {q} (ms) | {cell} | | | | | |")
+            rows.append(f"| | revision → Ready, {q} (ms) | {cell} | | | | | | |")
     reference = table.get((scenario, size, 0, "kubectl"))
     if scenario == "big" and reference:
         ref = _med(reference, "reference.seconds")
@@ -123,13 +128,13 @@ def _rows(table: dict[tuple[str, int, int, str], Group], scenario: str, size: in
             f"| | `kubectl kustomize \\| kubectl apply --server-side` | {_fmt(ref) if ref else '—'} | "
             f"{_fmt(_med(reference, 'reference.cpu_s') or 0.0)} (kubectl) | "
             f"{_fmt(_med(reference, 'reference.plane_cpu_s') or 0.0)} | "
-            f"{_fmt(_med(reference, 'reference.requests_per_ks') or 0.0)} | | |")
+            f"{_fmt(_med(reference, 'reference.requests_per_ks') or 0.0)} | | | |")
         if ref:
             for phase in ("cold", "noop"):
                 a, b = _med(ours, f"{phase}.seconds"), _med(upstream, f"{phase}.seconds")
                 rows.append(f"| | {PHASES[phase]} ÷ the reference | "
                             f"{_fmt(a / ref) if a is not None else '—'} / {_fmt(b / ref) if b is not None else '—'} "
-                            "| | | | | |")
+                            "| | | | | | |")
     return rows
 
 

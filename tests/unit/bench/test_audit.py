@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.audit import AuditLog, kind_of
+from bench.audit import OTHERS, AuditLog, kind_of
 
 
 def event(user: str, verb: str, uri: str, *, resource: str = "", sub: str = "", stage: str = "ResponseComplete",
@@ -48,15 +48,21 @@ def test_each_user_counted_apart_a_stretch_at_a_time(tmp_path: Path) -> None:
     log = tmp_path / "audit.jsonl"
     audit = AuditLog(log, ["bench-ours", "bench-upstream"])
     empty = audit.take()
-    assert set(empty) == {"bench-ours", "bench-upstream"} and not any(r.total for r in empty.values())
+    assert set(empty) == {"bench-ours", "bench-upstream", *OTHERS} and not any(r.total for r in empty.values())
     write(log,
           event("bench-ours", "get", "/api/v1/namespaces/apps/configmaps/a", resource="configmaps"),
           event("bench-upstream", "get", "/api/v1/namespaces/apps/configmaps/a", resource="configmaps", code=404),
           event("bench-upstream", "patch", "/api/v1/namespaces/apps/configmaps/a?dryRun=All", resource="configmaps"),
           event("kube-admin", "patch", "/api/v1/namespaces/apps/configmaps/a", resource="configmaps"),
-          event("system:kube-controller-manager", "list", "/api/v1/pods", resource="pods"))
+          event("system:kube-controller-manager", "list", "/api/v1/pods", resource="pods"),
+          event("system:serviceaccount:kube-system:replicaset-controller", "create", "/apis/apps/v1/x",
+                resource="replicasets"),
+          event("system:serviceaccount:kube-system:replicaset-controller", "watch", "/w", stage="ResponseStarted"),
+          event("system:apiserver", "get", "/api/v1/namespaces/default", resource="namespaces"))
     first = audit.take()
     assert (first["bench-ours"].total, first["bench-upstream"].total) == (1, 2)
+    # everyone else's requests, by client, each once (a watch when it ends)
+    assert [first[other].total for other in OTHERS] == [2, 1, 1]
     assert first["bench-upstream"].by_kind == {"get configmaps": 1, "patch (dry-run) configmaps": 1}
     assert first["bench-upstream"].by_code == {404: 1, 200: 1}
     # the next stretch starts where the last one ended

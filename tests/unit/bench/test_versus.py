@@ -92,7 +92,8 @@ def run(scenario: str, size: int, controller: str, concurrent: int, metrics: dic
 def cold(seconds: float, requests: float, rss: float) -> dict[str, float]:
     return {"cold.seconds": seconds, "cold.cpu_s": seconds / 2, "cold.apiserver_cpu_s": 1.0, "cold.etcd_cpu_s": 0.5,
             "cold.requests_per_ks": requests, "noop.seconds": seconds / 10, "noop.requests_per_ks": 5.0,
-            "peak_rss_mib": rss, "tree_peak_rss_mib": rss + 50}
+            "peak_rss_mib": rss, "tree_peak_rss_mib": rss + 50,
+            "tree_peak_memory_mib": rss + 20}
 
 
 def data_of(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -102,6 +103,15 @@ def data_of(results: list[dict[str, Any]]) -> dict[str, Any]:
                         "platform": "Linux", "loadavg": "0.50 0.40 0.30"},
             "loadavg_end": "1.0 0.9 0.8", "started": "2026-11-28 12:00 UTC", "duration_s": 600.0,
             "command": "python -m bench --controllers ours,upstream", "note": "", "results": results}
+
+
+def test_phases_may_be_asked_of_one_scenario_at_one_size() -> None:
+    spec = ["cold@10000:cold", "monorepo@1000:cold", "monorepo@1000:one_app", "noop"]
+    assert side_by_side.phases_for(spec, "cold", 10000) == ["cold"]
+    assert side_by_side.phases_for(spec, "monorepo", 1000) == ["cold", "one_app"]
+    assert side_by_side.phases_for(spec, "cold", 1000) == ["noop"]  # the plain items: every other size
+    assert side_by_side.phases_for(["cold@10000:cold"], "cold", 100) is None  # nothing plain: every phase
+    assert side_by_side.phases_for(None, "cold", 100) is None
 
 
 def test_the_table_gives_medians_side_by_side_and_ours_over_upstream() -> None:
@@ -122,7 +132,10 @@ def test_the_table_gives_medians_side_by_side_and_ours_over_upstream() -> None:
     row = next(line for line in lines if line.startswith("| 100 Kustomizations × 4 objects | cold start"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:] == ["8.00 / 20.0 (0.40×)", "4.00 / 10.0 (0.40×)", "1.50 / 1.50 (1.00×)", "9.00 / 12.0 (0.75×)",
-                         "85.0 / 170 (0.50×)", "135 / 220 (0.61×)"]
+                         "85.0 / 170 (0.50×)", "135 / 220 (0.61×)", "105 / 190 (0.55×)"]
+    def columns(line: str) -> int:
+        return line.replace("\\|", "").count("|")
+    assert all(columns(line) == columns(row) for line in lines if line.startswith("|"))  # every row as wide
     assert any(line.startswith("|  | no-op round | 0.80 / 2.00 (0.40×)") for line in lines)
     assert any("`kubectl kustomize \\| kubectl apply --server-side` | 4.00 | 1.00 (kubectl) | 3.00 | 1.00" in line
                for line in lines)
@@ -151,7 +164,12 @@ def test_tree_cpu_counts_live_children_while_they_run() -> None:
         own, children = procs.tree_cpu_seconds(os.getpid())
         assert children >= procs.cpu_seconds(child.pid)[0] >= 0.3  # not reaped yet, counted anyway
         assert abs(own - procs.cpu_seconds(os.getpid())[0]) < 0.5
-        assert procs.tree_rss_mib(os.getpid()) > procs._status_kib(os.getpid(), "VmRSS") / 1024
+        own_rss = procs._status_kib(os.getpid(), "VmRSS") / 1024
+        assert procs.tree_rss_mib(os.getpid()) > own_rss
+        # The child maps the interpreter this process maps: each page once counts less than RSS summed.
+        child_rss = procs._status_kib(child.pid, "VmRSS")
+        assert 0 < procs.pss_kib(child.pid) < child_rss
+        assert own_rss < procs.tree_memory_mib(os.getpid()) < procs.tree_rss_mib(os.getpid())
     finally:
         assert child.stdin is not None
         child.stdin.close()
