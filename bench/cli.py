@@ -157,6 +157,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="only these phases of each scenario, the later ones left out, e.g. cold (10,000) or "
                         "cold,one_app (the monorepo: upstream's round of 1,000 apps costs it ~N² work); an item "
                         "SCENARIO@SIZE:phase is for that scenario and size only (cold@10000:cold); default all")
+    s.add_argument("--cold-limit", type=float, default=None,
+                   help="cut a cold start still going after this many seconds: its figures until then and how "
+                        "many were Ready, shown as a lower bound (upstream at 10,000 takes over an hour)")
     s.add_argument("--sops-size", type=int, default=None, help="Kustomizations of 10 SOPS Secrets each (100)")
     s.add_argument("--starvation-size", type=int, default=None, help="healthy Kustomizations behind 8 broken (100)")
     s.add_argument("--chain-depth", type=int, default=None, help="Kustomizations in the dependency chain (20)")

@@ -52,6 +52,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "chain": [args.chain_depth or (5 if quick else 20)],
         },
         "phases": [x for x in args.phases.split(",") if x] if args.phases else None,
+        "cold_limit": args.cold_limit,
         "profile_dir": args.profile_dir,
         "latency_samples": args.latency_samples or (10 if quick else 100),
         "quiet_load": args.quiet_load,
@@ -133,7 +134,7 @@ def phases_for(spec: list[str] | None, scenario: str, size: int) -> list[str] | 
 async def _one(cfg: Config, p: dict[str, Any], scenario: str, size: int, contender: Contender, m: Metrics,
                body: Callable[[Lab, Contender, Metrics], Awaitable[None]]) -> None:
     async with lab(p["cluster"], cfg, f"{scenario}-{size}-{contender.label()}", (contender.user,),
-                   phases=phases_for(p.get("phases"), scenario, size)) as lb:
+                   phases=phases_for(p.get("phases"), scenario, size), cold_limit=p.get("cold_limit")) as lb:
         await body(lb, contender, m)
 
 

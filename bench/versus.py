@@ -162,6 +162,7 @@ class Lab:
     artifacts: ArtifactServer
     tracker: Tracker
     phases: frozenset[str] | None = None  # None: every phase of the scenario
+    cold_limit: float | None = None  # a cold start still going after this many seconds is cut there
 
     def wants(self, phase: str) -> bool:
         """Whether to run ``phase`` after the first one (``--phases``; a scenario's first phase always runs)."""
@@ -180,14 +181,14 @@ class Lab:
 
 @contextlib.asynccontextmanager
 async def lab(kind: str, cfg: Config, label: str, users: tuple[str, ...], *,
-              phases: list[str] | None = None) -> AsyncIterator[Lab]:
+              phases: list[str] | None = None, cold_limit: float | None = None) -> AsyncIterator[Lab]:
     async with site(kind, cfg, label, users) as where:
         client = KubeClient(config=await load_kubeconfig(where.kubeconfig), qps=-1, burst=-1)
         try:
             if kind == "kubeconfig":
                 await delete_namespaces(client)  # leftovers of an interrupted run
             async with ArtifactServer() as artifacts, Tracker(client) as tracker:
-                yield Lab(cfg, where, client, artifacts, tracker, frozenset(phases) if phases else None)
+                yield Lab(cfg, where, client, artifacts, tracker, frozenset(phases) if phases else None, cold_limit)
         finally:
             if kind == "kubeconfig":
                 with contextlib.suppress(Exception):
@@ -315,11 +316,13 @@ class Running:
                 return
             last = now
 
-    async def phase(self, key: str, before: Snap, seconds: float, *, per: int) -> None:
+    async def phase(self, key: str, before: Snap, seconds: float, *, per: int, settle: bool = True) -> None:
         """Write the phase's figures into the run's metrics: ``<key>.seconds``, ``.cpu_s`` (the controller's
         tree), ``.children_cpu_s``, ``.<apiserver|etcd|kcm>_cpu_s``, ``.requests`` and, per Kustomization
-        (``per``), ``.requests_per_ks`` and ``.req.<kind>``."""
-        await self.settle()
+        (``per``), ``.requests_per_ks`` and ``.req.<kind>``. ``settle=False`` takes them at once (a phase cut
+        short, whose controller is still busy)."""
+        if settle:
+            await self.settle()
         await self._spy.aclose()
         m = self.m
         m[f"{key}.seconds"] = seconds

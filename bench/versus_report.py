@@ -79,6 +79,23 @@ def pair(ours: float | None, upstream: float | None) -> str:
     return f"{a} / {b}{ratio}"
 
 
+def cut_pair(ours: Group | None, upstream: Group | None, phase: str, size: int) -> str:
+    """The wall cell of a phase ``--cold-limit`` cut short on one side or both: the cut side as ``> seconds (k of
+    n Ready)``, a lower bound, and the ratio as ``<``."""
+    def side(group: Group | None) -> tuple[str, float | None, bool]:
+        seconds = _med(group, f"{phase}.seconds")
+        done = _med(group, f"{phase}.ready_at_limit")
+        if seconds is None:
+            return "—", None, False
+        if done is None:
+            return _fmt(seconds), seconds, False
+        return f"> {_fmt(seconds)} ({done:,.0f} of {size:,} Ready)", seconds, True
+    a, x, cut_a = side(ours)
+    b, y, cut_b = side(upstream)
+    ratio = f" (< {x / y:.2f}×)" if x is not None and y and cut_b and not cut_a else ""
+    return f"{a} / {b}{ratio}"
+
+
 COLUMNS = (("wall s", "seconds"), ("controller CPU s", "cpu_s"), ("API server + etcd CPU s", "plane_cpu_s"),
            ("requests / Ks", "requests_per_ks"))
 
@@ -115,6 +132,8 @@ def _rows(table: dict[tuple[str, int, int, str], Group], scenario: str, size: in
     rows = []
     for k, phase in enumerate(phases):
         cells = [pair(_med(ours, f"{phase}.{metric}"), _med(upstream, f"{phase}.{metric}")) for _, metric in COLUMNS]
+        if any(_med(group, f"{phase}.ready_at_limit") is not None for group in (ours, upstream)):
+            cells[0] = cut_pair(ours, upstream, phase, size)
         rss = [pair(_med(ours, m), _med(upstream, m)) if k == 0 else "" for m in MEMORY]
         rows.append(f"| {title if k == 0 else ''} | {PHASES.get(phase, phase)} | " + " | ".join(cells + rss) + " |")
     if scenario == "latency":

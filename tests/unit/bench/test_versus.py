@@ -114,6 +114,17 @@ def test_phases_may_be_asked_of_one_scenario_at_one_size() -> None:
     assert side_by_side.phases_for(None, "cold", 100) is None
 
 
+def test_a_cold_start_cut_at_the_limit_is_a_lower_bound() -> None:
+    results = [run("cold", 10000, "ours", 20, {"cold.seconds": 800.0, "cold.requests_per_ks": 13.0}),
+               run("cold", 10000, "upstream", 20, {"cold.seconds": 1800.0, "cold.requests_per_ks": 9.0,
+                                                    "cold.ready_at_limit": 4321.0})]
+    row = next(line for line in versus_report.tables(data_of(results)) if line.startswith("| 10,000"))
+    assert "| 800 / > 1800 (4,321 of 10,000 Ready) (< 0.44×) |" in row
+    assert versus_report.cut_pair({"cold.seconds": [900.0], "cold.ready_at_limit": [10.0]}, None, "cold", 20) \
+        == "> 900 (10 of 20 Ready) / —"
+    assert side_by_side.plan(cli.parse(["--controllers", "ours", "--cold-limit", "1800"]))["cold_limit"] == 1800.0
+
+
 def test_the_table_gives_medians_side_by_side_and_ours_over_upstream() -> None:
     results = [
         run("cold", 100, "ours", 4, cold(6.0, 9.0, 80.0)), run("cold", 100, "ours", 4, cold(8.0, 9.0, 90.0), 2),
