@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tests.processes import free_port, read_log, terminate, wait_ready
 
-IGNORES_TERM = "import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(60)"
+IGNORES_TERM = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('up', flush=True)\ntime.sleep(60)")
 
 
 async def _started(code: str) -> asyncio.subprocess.Process:
