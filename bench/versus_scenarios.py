@@ -38,6 +38,7 @@ import base64
 import resource
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from bench import big as big_mod
@@ -295,10 +296,31 @@ async def starvation(lab: Lab, contender: Contender, m: Metrics, *, healthy: int
         # a controller that holds a worker while it waits has at most --concurrent of them waiting
         await _waiting(lab.client, names, count=min(broken, contender.concurrent))
         before = await ctrl.snap("healthy")
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()
         await bounded(lab.client.create(kustomization(i, wait=True)) for i in range(healthy))
         ready = await lab.tracker.wait_ready(expected, within=1800.0)
         await ctrl.phase("healthy", before, ready - started, per=healthy)
+        # when the controller manager had rolled out the last healthy Deployment: the floor both controllers'
+        # health checks (a poll every 5 s) wait for
+        settled = await _deployments_settled(lab, [f"app-{i}" for i in range(healthy)])
+        if settled is not None:
+            m["healthy.deployments_settled_s"] = settled - wall
+
+
+async def _deployments_settled(lab: Lab, names: list[str]) -> float | None:
+    """The latest time (epoch seconds, to the second) one of these Deployments' ``Progressing`` condition
+    last changed — to ``NewReplicaSetAvailable``, once it is Current — or None if one has none."""
+    wanted = set(names)
+    latest = 0.0
+    for item in await lab.client.list("apps/v1", "Deployment", APPS_NS):
+        if item["metadata"]["name"] not in wanted:
+            continue
+        stamps = [c.get("lastUpdateTime") for c in (item.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Progressing"]
+        if not stamps or not stamps[0]:
+            return None
+        latest = max(latest, datetime.fromisoformat(str(stamps[0]).replace("Z", "+00:00")).timestamp())
+    return latest or None
 
 
 async def chain(lab: Lab, contender: Contender, m: Metrics, *, depth: int = 20) -> None:
