@@ -36,10 +36,14 @@ async def test_each_controller_gets_every_phase_measured(tmp_path: Path) -> None
             # every reconcile writes the Kustomization's status: the controller's own requests were counted
             assert m[f"{phase}.requests_per_ks"] >= 1
         assert m["cold.cpu_s"] > 0 and m["peak_rss_mib"] > 10 and m["tree_peak_rss_mib"] >= m["peak_rss_mib"] * 0.9
+        # each page once: at most the RSS summed, and the main process's RSS at least
+        assert m["peak_rss_mib"] * 0.9 <= m["tree_peak_memory_mib"] <= m["tree_peak_rss_mib"]
         assert m["noop.status_writes_per_ks"] >= 0
         if real:  # from the audit log, by kind: the apply's dry-runs and writes of the 4 objects
             assert m["cold.req.patch (dry-run) configmaps"] == 1.0 and m["cold.req.patch configmaps"] == 1.0
             assert m["cold.etcd_cpu_s"] > 0
+            # the rest of the API server's clients: the controller manager rolled the Deployments out
+            assert m["cold.plane_requests.kube-controller-manager"] > 0 and m["cold.plane_requests.others"] > 0
     table = "\n".join(versus_report.tables({"results": results, "plan": p}))
     assert "| 2 Kustomizations × 4 objects | cold start |" in table
     assert versus.CONTROLLERS == ("ours", "upstream")
