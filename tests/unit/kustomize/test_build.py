@@ -197,6 +197,14 @@ async def test_small_builds_run_without_go_gc(tmp_path: Path, monkeypatch: pytes
     assert "GOGC" not in out and "GOMEMLIMIT" not in out
 
 
+def test_a_batch_of_small_builds_collects_at_three_times_its_live_heap(tmp_path: Path) -> None:
+    builder = builder_for(tmp_path / "kustomize", RealClock())
+    batch = builder._env(tmp_path, allow_remote=False, small=True, batch=True)
+    assert (batch["GOGC"], batch["GOMEMLIMIT"]) == ("200", "128MiB")  # it allocates per root
+    alone = builder._env(tmp_path, allow_remote=False, small=True)
+    assert (alone["GOGC"], alone["GOMEMLIMIT"]) == ("off", "128MiB")
+
+
 async def test_build_failure_message(tmp_path: Path) -> None:
     fake = script(tmp_path / "kustomize", f'echo "Error: bad file {tmp_path}/x.yaml" >&2; exit 1\n')
     with pytest.raises(KustomizeBuildError) as err:
