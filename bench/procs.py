@@ -126,6 +126,16 @@ def tree_memory_mib(pid: int) -> float:
     return (_status_kib(pid, "VmRSS") + sum(pss_kib(p) for p in descendants(pid))) / 1024
 
 
+def tree_rss_and_memory_mib(pid: int) -> tuple[float, float]:
+    """:func:`tree_rss_mib` and :func:`tree_memory_mib` from one reading of ``pid``'s RSS and one list of its
+    descendants, so that the second is never above the first."""
+    own = _status_kib(pid, "VmRSS")
+    kids = descendants(pid)
+    rss = [_status_kib(k, "VmRSS") for k in kids]
+    pss = [min(pss_kib(k), r) for k, r in zip(kids, rss, strict=True)]
+    return (own + sum(rss)) / 1024, (own + sum(pss)) / 1024
+
+
 @dataclass
 class ProcStats:
     peak_rss_mib: float

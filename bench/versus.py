@@ -50,8 +50,7 @@ from bench.procs import (
     requests_by_method,
     scrape,
     tree_cpu_seconds,
-    tree_memory_mib,
-    tree_rss_mib,
+    tree_rss_and_memory_mib,
 )
 from bench.scenarios import Config, Metrics
 from bench.workload import EXTERNAL_KUBECONFIG, FLUX_NS, Tracker, delete_namespaces
@@ -263,8 +262,9 @@ class Running:
 
     async def _sample(self) -> None:
         while True:
-            self.tree_peak_mib = max(self.tree_peak_mib, tree_rss_mib(self.pid))
-            self.tree_memory_peak_mib = max(self.tree_memory_peak_mib, tree_memory_mib(self.pid))
+            rss, memory = tree_rss_and_memory_mib(self.pid)
+            self.tree_peak_mib = max(self.tree_peak_mib, rss)
+            self.tree_memory_peak_mib = max(self.tree_memory_peak_mib, memory)
             self.max_children = max(self.max_children, len(descendants(self.pid)))
             await asyncio.sleep(0.25)
 

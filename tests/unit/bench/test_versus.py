@@ -181,6 +181,8 @@ def test_tree_cpu_counts_live_children_while_they_run() -> None:
         child_rss = procs._status_kib(child.pid, "VmRSS")
         assert 0 < procs.pss_kib(child.pid) < child_rss
         assert own_rss < procs.tree_memory_mib(os.getpid()) < procs.tree_rss_mib(os.getpid())
+        rss, memory = procs.tree_rss_and_memory_mib(os.getpid())
+        assert own_rss < memory < rss
     finally:
         assert child.stdin is not None
         child.stdin.close()
