@@ -49,9 +49,10 @@ def bench_env() -> dict[str, str]:
     return env
 
 
-def _status_kib(pid: int, field: str) -> int:
+def _status_kib(pid: int, field: str, source: str = "status") -> int:
+    """A ``field: N kB`` line of ``/proc/PID/<source>``; 0 once the process is gone."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        text = Path(f"/proc/{pid}/{source}").read_text()
     except OSError:
         return 0
     for line in text.splitlines():
@@ -98,37 +99,19 @@ def tree_cpu_seconds(pid: int) -> tuple[float, float]:
     return own, reaped + live
 
 
-def tree_rss_mib(pid: int) -> float:
-    """The resident memory of ``pid`` and its live descendants together, now: each process's RSS, so a page
-    several of them map (the kustomize builders' binary, ~34 MiB of each) counts once per process."""
-    return sum(_status_kib(p, "VmRSS") for p in [pid, *descendants(pid)]) / 1024
-
-
 def pss_kib(pid: int) -> int:
     """``pid``'s proportional set size (``/proc/PID/smaps_rollup``): its private pages, and each page it shares
     divided by the number of processes mapping it; 0 once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0
-    for line in text.splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1])
-    return 0
-
-
-def tree_memory_mib(pid: int) -> float:
-    """The memory ``pid`` and its live descendants hold together, now, each page once: ``pid``'s whole RSS
-    (nothing of it discounted, though some pages are shared with processes outside the tree) plus its
-    descendants' PSS. Our descendants are concurrent kustomize builders mapping one binary, whose pages their
-    PSS shares out among them, so the sum counts that binary once — as the kernel, and a container's memory
-    limit, do — where :func:`tree_rss_mib` counts it once per builder."""
-    return (_status_kib(pid, "VmRSS") + sum(pss_kib(p) for p in descendants(pid))) / 1024
+    return _status_kib(pid, "Pss", "smaps_rollup")
 
 
 def tree_rss_and_memory_mib(pid: int) -> tuple[float, float]:
-    """:func:`tree_rss_mib` and :func:`tree_memory_mib` from one reading of ``pid``'s RSS and one list of its
-    descendants, so that the second is never above the first."""
+    """The memory of ``pid`` and its live descendants together, now, twice: their RSS summed, which counts a page
+    several of them map (the kustomize builders' binary, ~34 MiB of each) once per process; and each page once,
+    ``pid``'s whole RSS (nothing of it discounted, though some pages are shared with processes outside the
+    tree) plus its descendants' PSS — our descendants are concurrent builders mapping one binary, whose pages
+    their PSS shares out among them, as the kernel and a container's memory limit count them. From one reading
+    of ``pid``'s RSS and one list of its descendants, so that the second is never above the first."""
     own = _status_kib(pid, "VmRSS")
     kids = descendants(pid)
     rss = [_status_kib(k, "VmRSS") for k in kids]

@@ -25,7 +25,7 @@ no controller's private metrics decide when a round is done); the controller's C
 etcd and the controller manager (``/proc`` of their processes); the controller's API requests, by kind,
 from the audit log (elsewhere from its own ``rest_client_requests_total``, by method, which both export);
 and for the run, the controller's peak RSS (``VmHWM``) and two peaks of its whole tree (sampled): the RSS
-summed over its processes, and its memory with each page once (``procs.tree_memory_mib``).
+summed over its processes, and its memory with each page once (``procs.tree_rss_and_memory_mib``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ requests per Kustomization (per object in ``big``, per revision in ``latency``);
 scenario's first row: a run has one): the main process's ``VmHWM``, and two peaks over the process and its
 children seen by a sampler every 0.25 s (our kustomize builders; upstream builds in-process): the sum of
 their RSS, which counts the builders' shared binary once per builder, and their memory with each page once
-(the main process's RSS plus the children's PSS, ``procs.tree_memory_mib``). The
+(the main process's RSS plus the children's PSS, ``procs.tree_rss_and_memory_mib``). The
 ``big`` scenario adds the ``kubectl kustomize | kubectl apply --server-side`` reference of the same directory,
 and each controller's cold start and no-op round divided by it. ``render`` adds the machine, every metric
 side by side and the failed runs.

@@ -22,6 +22,7 @@ from kustomize_controller.conversion.webhook import SECRET_NAME
 from kustomize_controller.kube.errors import NotFoundError
 from kustomize_controller.settings import replace
 from tests.integration.controller.conftest import ControllerEnv, Instance
+from tests.processes import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -181,15 +182,9 @@ async def test_with_upstreams_v1_only_crd_nothing_is_written(env: ControllerEnv)
         await env.client.get("v1", "Secret", SECRET_NAME, env.namespace)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_a_standby_serves_leaves_the_crd_url_to_the_leader_and_takes_it_when_leading(env: ControllerEnv) -> None:
     env.cluster.require_server()
-    leader_port, standby_port = _free_port(), _free_port()
+    leader_port, standby_port = free_port(), free_port()
     base = replace(env.settings, enable_leader_election=True, webhook_url="auto")
     leader = Instance(replace(base, webhook_addr=f"127.0.0.1:{leader_port}"))
     standby = Instance(replace(base, webhook_addr=f"127.0.0.1:{standby_port}"))
